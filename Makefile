@@ -1,0 +1,34 @@
+# `make run` and `make test` work on a fresh machine: they install what they need first.
+PYTHON ?= python3
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+UV_VERSION := 0.13.9
+
+.PHONY: install run test lint typecheck unit clean
+
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(VENV)/.synced: $(UV) pyproject.toml uv.lock
+	$(UV) sync --frozen --python $(PYTHON)
+	touch $@
+
+install: $(VENV)/.synced
+
+run: install
+	$(VENV)/bin/dovecote broker
+
+lint: install
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+test: install lint typecheck
+	$(VENV)/bin/pytest
+
+clean:
+	rm -rf $(TOOLS) $(VENV) .pytest_cache .mypy_cache .ruff_cache

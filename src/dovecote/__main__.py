@@ -1,0 +1,3 @@
+from dovecote.cli import main
+
+main()

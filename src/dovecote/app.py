@@ -1,0 +1,55 @@
+"""Wiring: a configuration becomes a store, a broker and its listeners, started and stopped
+together. The CLI and the test fixtures both go through here."""
+
+from __future__ import annotations
+
+import logging
+
+from dovecote.broker.broker import Broker
+from dovecote.config import Config
+from dovecote.store.api import PersistenceAdapter
+from dovecote.store.memory import MemoryPersistenceAdapter
+from dovecote.transport.stomp import StompListenerSettings, StompServer
+
+log = logging.getLogger("dovecote")
+
+
+def make_store(config: Config) -> PersistenceAdapter:
+    match config.store.kind:
+        case "memory":
+            return MemoryPersistenceAdapter()
+
+
+def stomp_settings(config: Config) -> StompListenerSettings:
+    s = config.stomp
+    return StompListenerSettings(
+        host=s.host,
+        port=s.port,
+        max_frame_size=s.max_frame_size,
+        max_header_size=s.max_header_size,
+        max_headers=s.max_headers,
+        heartbeat_ms=s.heartbeat_ms,
+        heartbeat_grace=s.heartbeat_grace,
+        max_connections=s.max_connections,
+    )
+
+
+class BrokerApp:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.broker = Broker(config.broker_settings(), make_store(config))
+        self.stomp: StompServer | None = None
+        if config.stomp.enabled:
+            self.stomp = StompServer(self.broker, stomp_settings(config))
+
+    async def start(self) -> None:
+        await self.broker.start()
+        if self.stomp is not None:
+            await self.stomp.start()
+        log.info("broker %r started (store: %s)", self.config.broker.name, self.config.store.kind)
+
+    async def stop(self) -> None:
+        if self.stomp is not None:
+            await self.stomp.stop()
+        await self.broker.stop()
+        log.info("broker %r stopped", self.config.broker.name)

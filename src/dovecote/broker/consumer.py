@@ -1,0 +1,131 @@
+"""A consumer as the broker sees it: its prefetch window and what is in flight to it.
+
+An ``Entry`` is one message waiting in a destination (a queue, or one topic subscription's
+pending list) with the redelivery counter the broker keeps for it. Dispatching moves the
+entry into a consumer's in-flight map until an ack settles it or the consumer leaves and
+the destination takes it back (SPEC C2, C4, R1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+from dovecote.core.commands import AckType, ConsumerInfo, MessageAck, MessageDispatch
+from dovecote.core.errors import BrokerError
+from dovecote.core.message import Message
+from dovecote.core.selector import Selector, compile_selector
+
+DispatchSink = Callable[[MessageDispatch], None]
+
+
+class Dispatched(NamedTuple):
+    """What a dispatch pass leaves for the broker to settle in the store."""
+
+    expired: list[Entry]
+    settled: list[Entry]
+
+
+class Entry:
+    __slots__ = ("message", "redelivery_counter", "seq", "window_freed")
+
+    def __init__(self, message: Message, seq: int) -> None:
+        self.message = message
+        self.seq = seq
+        self.redelivery_counter = message.redelivery_counter
+        # Set by a DELIVERED ack or a transacted ack: the prefetch room is given back
+        # before the message is settled.
+        self.window_freed = False
+
+    @property
+    def message_id(self) -> str:
+        return self.message.message_id
+
+
+class Consumer:
+    __slots__ = ("_freed", "inflight", "info", "pulls", "selector", "sink")
+
+    def __init__(self, info: ConsumerInfo, sink: DispatchSink) -> None:
+        self.info = info
+        self.sink = sink
+        self.selector: Selector | None = (
+            compile_selector(info.selector) if info.selector and info.selector.strip() else None
+        )
+        self.inflight: dict[str, Entry] = {}
+        self._freed = 0
+        self.pulls = 0
+
+    @property
+    def room(self) -> int:
+        """How many more messages may be dispatched to it now."""
+        if self.info.prefetch_size <= 0:
+            return 1 if self.pulls > 0 else 0
+        return self.info.prefetch_size - (len(self.inflight) - self._freed)
+
+    def matches(self, message: Message) -> bool:
+        if self.info.no_local and message.connection_id == str(self.info.consumer_id.connection_id):
+            return False
+        return self.selector is None or self.selector.matches(message.selector_value)
+
+    def deliver(self, entry: Entry) -> bool:
+        """Send the entry to the client; True when it is settled at once (auto ack)."""
+        auto = self.info.auto_ack
+        if not auto:
+            self.inflight[entry.message_id] = entry
+        if self.pulls:
+            self.pulls -= 1
+        message = entry.message
+        if entry.redelivery_counter != message.redelivery_counter:
+            message = message.with_redelivery(entry.redelivery_counter)
+        self.sink(MessageDispatch(self.info.consumer_id, message))
+        return auto
+
+    def acked_entries(self, ack: MessageAck) -> list[Entry]:
+        """The in-flight entries an ack covers, without settling them."""
+        if ack.last_message_id not in self.inflight:
+            raise BrokerError(
+                f"consumer {ack.consumer_id} has no unacknowledged message {ack.last_message_id}"
+            )
+        if ack.ack_type in (AckType.STANDARD, AckType.DELIVERED):
+            # Cumulative: everything dispatched up to and including last_message_id.
+            return list(self._through(ack.last_message_id))
+        return [self.inflight[ack.last_message_id]]
+
+    def _through(self, last_id: str) -> Iterator[Entry]:
+        for message_id, entry in self.inflight.items():
+            yield entry
+            if message_id == last_id:
+                return
+
+    def free_window(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            if not entry.window_freed and entry.message_id in self.inflight:
+                entry.window_freed = True
+                self._freed += 1
+
+    def restore_window(self, entries: list[Entry]) -> None:
+        """Undo ``free_window``: the entries count against the prefetch again."""
+        for entry in entries:
+            if entry.window_freed and entry.message_id in self.inflight:
+                entry.window_freed = False
+                self._freed -= 1
+
+    def settle(self, entries: list[Entry]) -> None:
+        """Drop acknowledged (or moved) entries from the in-flight map."""
+        for entry in entries:
+            if self.inflight.pop(entry.message_id, None) is not None and entry.window_freed:
+                self._freed -= 1
+                entry.window_freed = False
+
+    def take_back(self, entries: list[Entry] | None = None) -> list[Entry]:
+        """Remove entries (all when None) from flight for redelivery, in dispatch order."""
+        if entries is None:
+            taken = list(self.inflight.values())
+            self.inflight.clear()
+            self._freed = 0
+        else:
+            taken = [e for e in entries if e.message_id in self.inflight]
+            self.settle(taken)
+        for entry in taken:
+            entry.window_freed = False
+        return taken

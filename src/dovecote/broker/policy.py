@@ -1,0 +1,93 @@
+"""Destination policies (ActiveMQ's policyEntry): dead-letter strategy, broker-side
+redelivery limit, expiry sweep, and the settings the broker takes from the config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from dovecote.core.destinations import Destination, DestinationType, queue, wildcard_matches
+
+
+class DeadLetterKind(StrEnum):
+    SHARED = "shared"
+    INDIVIDUAL = "individual"
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterStrategy:
+    """Where a message goes when it cannot be delivered (SPEC R3)."""
+
+    kind: DeadLetterKind = DeadLetterKind.SHARED
+    shared_queue: str = "ActiveMQ.DLQ"
+    queue_prefix: str = "DLQ."
+    topic_prefix: str = "DLQ."
+    use_queue_for_queue_messages: bool = True
+    use_queue_for_topic_messages: bool = True
+    process_expired: bool = True
+    process_non_persistent: bool = False
+
+    def dead_letter_destination(self, original: Destination) -> Destination:
+        if self.kind is DeadLetterKind.SHARED:
+            return queue(self.shared_queue)
+        if original.is_queue:
+            prefix = self.queue_prefix
+            as_queue = self.use_queue_for_queue_messages
+        else:
+            prefix = self.topic_prefix
+            as_queue = self.use_queue_for_topic_messages
+        kind = DestinationType.QUEUE if as_queue else DestinationType.TOPIC
+        return Destination(kind, prefix + original.name)
+
+    def wants(self, persistent: bool, expired: bool) -> bool:
+        """Whether a dead message is kept in the DLQ (True) or discarded."""
+        if expired and not self.process_expired:
+            return False
+        return persistent or self.process_non_persistent
+
+
+@dataclass(frozen=True, slots=True)
+class DestinationPolicy:
+    """One policy entry. ``pattern`` is a destination name with optional wildcards
+    (``>`` matches every destination); ``for_queues`` picks queues or topics."""
+
+    pattern: str = ">"
+    for_queues: bool = True
+    dead_letter: DeadLetterStrategy = field(default_factory=DeadLetterStrategy)
+    maximum_redeliveries: int = 6
+    """Broker-side limit (like ActiveMQ's redelivery plugin): a message returned for
+    redelivery more often goes to the DLQ. -1 redelivers forever."""
+    pending_message_limit: int = -1
+    """Non-durable topic subscribers keep at most this many pending messages beyond their
+    prefetch, dropping the oldest (constantPendingMessageLimitStrategy, SPEC D4); -1 = all."""
+
+    def applies_to(self, destination: Destination) -> bool:
+        if destination.is_queue != self.for_queues:
+            return False
+        return self.pattern == ">" or wildcard_matches(self.pattern, destination.name)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyMap:
+    entries: tuple[DestinationPolicy, ...] = ()
+    default_queue: DestinationPolicy = field(default_factory=DestinationPolicy)
+    default_topic: DestinationPolicy = field(
+        default_factory=lambda: DestinationPolicy(for_queues=False)
+    )
+
+    def for_destination(self, destination: Destination) -> DestinationPolicy:
+        # The first entry that matches wins, as in a configuration file read top-down.
+        for entry in self.entries:
+            if entry.applies_to(destination):
+                return entry
+        return self.default_queue if destination.is_queue else self.default_topic
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSettings:
+    """What the broker core needs from the configuration."""
+
+    broker_name: str = "localhost"
+    policies: PolicyMap = field(default_factory=PolicyMap)
+    expire_messages_period_ms: int = 30_000
+    """How often every destination is swept for expired messages (SPEC R4)."""

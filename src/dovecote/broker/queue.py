@@ -1,0 +1,186 @@
+"""A queue: each message to one consumer, spread across consumers by their prefetch windows.
+
+Pending messages wait in one FIFO per priority (9 first, SPEC C8). A dispatch pass takes
+messages from the highest priority down and hands each to the next consumer, in round-robin
+order, that has prefetch room and whose selector matches; message groups pin a group to the
+consumer that got its first message, and exclusive consumers take everything while present.
+A message no consumer can take now is set aside and put back in place, and a pass looks at
+no more than ``PAGE_SIZE`` of those, as ActiveMQ's maxPageSize bounds its paging.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Callable, Iterator
+
+from dovecote.broker.consumer import Consumer, Dispatched, Entry
+from dovecote.core.destinations import Destination
+from dovecote.core.ids import ConsumerId
+from dovecote.core.message import Message
+
+PAGE_SIZE = 200
+_PRIORITIES = range(9, -1, -1)
+
+
+class QueueStats:
+    __slots__ = ("dequeued", "dispatched", "enqueued", "expired")
+
+    def __init__(self) -> None:
+        self.enqueued = 0
+        self.dequeued = 0
+        self.dispatched = 0
+        self.expired = 0
+
+
+class Queue:
+    def __init__(self, destination: Destination) -> None:
+        self.destination = destination
+        self._pending: list[deque[Entry]] = [deque() for _ in range(10)]
+        self._pending_count = 0
+        self.consumers: list[Consumer] = []
+        self._groups: dict[str, ConsumerId] = {}
+        self._seq = 0
+        self.stats = QueueStats()
+
+    # -- content ---------------------------------------------------------------------------
+
+    def enqueue(self, message: Message) -> Entry:
+        self._seq += 1
+        entry = Entry(message, self._seq)
+        self._pending[_clamp(message.priority)].append(entry)
+        self._pending_count += 1
+        self.stats.enqueued += 1
+        return entry
+
+    def requeue(self, entries: list[Entry]) -> None:
+        """Put entries back for redelivery, each in its original place by sequence."""
+        for entry in entries:
+            bucket = self._pending[_clamp(entry.message.priority)]
+            seqs = [e.seq for e in bucket]
+            bucket.insert(bisect.bisect_left(seqs, entry.seq), entry)
+            self._pending_count += 1
+
+    @property
+    def pending_count(self) -> int:
+        return self._pending_count
+
+    @property
+    def inflight_count(self) -> int:
+        return sum(len(c.inflight) for c in self.consumers)
+
+    def size(self) -> int:
+        """Messages held: waiting plus in flight (ActiveMQ's queue size)."""
+        return self._pending_count + self.inflight_count
+
+    def pending_entries(self) -> Iterator[Entry]:
+        for priority in _PRIORITIES:
+            yield from self._pending[priority]
+
+    def browse(self) -> list[Message]:
+        """Everything held, in flight first by sequence, without consuming (SPEC C9)."""
+        entries = [e for c in self.consumers for e in c.inflight.values()]
+        entries.extend(self.pending_entries())
+        entries.sort(key=lambda e: (-_clamp(e.message.priority), e.seq))
+        return [e.message.with_redelivery(e.redelivery_counter) for e in entries]
+
+    def remove_pending(self, predicate: Callable[[Entry], bool] | None = None) -> list[Entry]:
+        """Take out pending entries for which ``predicate(entry)`` holds (all when None)."""
+        removed: list[Entry] = []
+        for bucket in self._pending:
+            keep: deque[Entry] = deque()
+            for entry in bucket:
+                if predicate is None or predicate(entry):
+                    removed.append(entry)
+                else:
+                    keep.append(entry)
+            bucket.clear()
+            bucket.extend(keep)
+        self._pending_count -= len(removed)
+        return removed
+
+    # -- consumers -------------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> list[Entry]:
+        """Detach a consumer; its unacknowledged messages come back for redelivery."""
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        for group, owner in list(self._groups.items()):
+            if owner == consumer.info.consumer_id:
+                del self._groups[group]
+        return consumer.take_back()
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def dispatch(self, now_ms: int) -> Dispatched:
+        """Hand pending messages to consumers with room."""
+        result = Dispatched([], [])
+        if not self._pending_count or not self.consumers:
+            return result
+        candidates = self._candidates()
+        if not candidates:
+            return result
+        for priority in _PRIORITIES:
+            bucket = self._pending[priority]
+            skipped: list[Entry] = []
+            while bucket:
+                entry = bucket.popleft()
+                if entry.message.is_expired(now_ms):
+                    self._pending_count -= 1
+                    result.expired.append(entry)
+                    continue
+                consumer = self._choose(entry, candidates)
+                if consumer is None:
+                    skipped.append(entry)
+                    if len(skipped) >= PAGE_SIZE:
+                        break
+                    continue
+                self._pending_count -= 1
+                self.stats.dispatched += 1
+                if consumer.deliver(entry):
+                    result.settled.append(entry)
+                if consumer.room <= 0:
+                    candidates.remove(consumer)
+                    if not candidates:
+                        break
+                else:
+                    # Round robin: the consumer that just got a message goes to the back.
+                    candidates.remove(consumer)
+                    candidates.append(consumer)
+            bucket.extendleft(reversed(skipped))
+            if not candidates:
+                break
+        return result
+
+    def _candidates(self) -> list[Consumer]:
+        exclusive = [c for c in self.consumers if c.info.exclusive]
+        # The first exclusive consumer gets everything while it is there; the others wait.
+        pool = exclusive[:1] if exclusive else self.consumers
+        return [c for c in pool if c.room > 0]
+
+    def _choose(self, entry: Entry, candidates: list[Consumer]) -> Consumer | None:
+        message = entry.message
+        group = message.group_id
+        if group is not None:
+            owner = self._groups.get(group)
+            if owner is not None:
+                for consumer in candidates:
+                    if consumer.info.consumer_id == owner:
+                        if message.group_seq == -1:
+                            del self._groups[group]
+                        return consumer if consumer.matches(message) else None
+                if any(c.info.consumer_id == owner for c in self.consumers):
+                    return None  # its owner is busy: the group waits for it
+        for consumer in candidates:
+            if consumer.matches(message):
+                if group is not None and message.group_seq != -1:
+                    self._groups[group] = consumer.info.consumer_id
+                return consumer
+        return None
+
+
+def _clamp(priority: int) -> int:
+    return 0 if priority < 0 else 9 if priority > 9 else priority

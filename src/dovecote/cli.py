@@ -1,0 +1,94 @@
+"""The ``dovecote`` command: ``dovecote broker`` runs the broker in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dovecote import __version__
+from dovecote.app import BrokerApp
+from dovecote.config import ConfigError, load_config
+
+app = typer.Typer(
+    help="dovecote: an ActiveMQ-Classic-compatible message broker.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"dovecote {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """dovecote: an ActiveMQ-Classic-compatible message broker."""
+
+
+@app.command()
+def broker(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="TOML configuration file (default: built-in)."),
+    ] = None,
+    stomp_port: Annotated[
+        int | None, typer.Option(help="Override the STOMP port (0 picks a free one).")
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Run the broker in the foreground until Ctrl-C or SIGTERM."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        cfg = load_config(config)
+    except ConfigError as exc:
+        typer.echo(f"dovecote: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if stomp_port is not None:
+        cfg = cfg.model_copy(update={"stomp": cfg.stomp.model_copy(update={"port": stomp_port})})
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # uvloop is optional where it does not build
+        pass
+    try:
+        asyncio.run(_serve(BrokerApp(cfg)))
+    except OSError as exc:
+        typer.echo(f"dovecote: cannot start the broker: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+async def _serve(broker_app: BrokerApp) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await broker_app.start()
+    if broker_app.stomp is not None:
+        # A line tests and scripts can wait for.
+        host = broker_app.config.stomp.host
+        print(f"dovecote ready: stomp={host}:{broker_app.stomp.port}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await broker_app.stop()
+
+
+def main() -> None:
+    app()

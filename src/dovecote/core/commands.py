@@ -1,0 +1,172 @@
+"""The broker's command vocabulary, modelled on OpenWire's commands.
+
+Every protocol adapter turns its frames into these and the broker answers in these; the
+broker never sees STOMP or OpenWire. Commands are frozen and slotted; the broker dispatches
+on their type with ``match``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from dovecote.core.destinations import Destination
+from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
+from dovecote.core.message import Message
+
+# Default prefetch sizes, ActiveMQ's ActiveMQPrefetchPolicy (SPEC C2).
+QUEUE_PREFETCH = 1000
+DURABLE_TOPIC_PREFETCH = 100
+TOPIC_PREFETCH = 32766
+QUEUE_BROWSER_PREFETCH = 500
+
+
+class AckType(IntEnum):
+    """MessageAck types with their OpenWire codes (SPEC C5)."""
+
+    DELIVERED = 0
+    """Delivered to the application, not consumed: frees prefetch room only."""
+    POISON = 1
+    """The client gave up on it: the broker moves it to the dead-letter queue."""
+    STANDARD = 2
+    """Consumed: every message dispatched to the consumer up to last_message_id."""
+    REDELIVERED = 3
+    """The client redelivered it locally: the broker updates the counter only."""
+    INDIVIDUAL = 4
+    """Consumed: exactly the messages named, nothing before them."""
+    UNMATCHED = 5
+    """A durable subscriber's selector did not match it: drop it for that subscription."""
+    EXPIRED = 6
+    """The client found it expired: remove it (to the DLQ when persistent)."""
+
+
+class TransactionType(IntEnum):
+    BEGIN = 0
+    COMMIT = 2
+    ROLLBACK = 5
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    connection_id: ConnectionId
+    client_id: str | None = None
+    user_name: str | None = None
+    password: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    session_id: SessionId
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerInfo:
+    consumer_id: ConsumerId
+    destination: Destination
+    prefetch_size: int = QUEUE_PREFETCH
+    selector: str | None = None
+    no_local: bool = False
+    exclusive: bool = False
+    subscription_name: str | None = None
+    """Set for a durable topic subscription (with the connection's client id)."""
+    browser: bool = False
+    priority: int = 0
+    dispatch_async: bool = True
+    maximum_pending_message_limit: int = 0
+    auto_ack: bool = False
+    """The broker settles each message as it dispatches it (STOMP ``ack:auto``, which
+    ActiveMQ acks on dispatch); nothing stays in flight, so the prefetch never fills."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerInfo:
+    producer_id: ProducerId
+    destination: Destination | None = None
+    window_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessage:
+    """A producer's send; ``transaction_id`` defers it to the commit."""
+
+    message: Message
+    transaction_id: TransactionId | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageAck:
+    consumer_id: ConsumerId
+    ack_type: AckType
+    last_message_id: str
+    first_message_id: str | None = None
+    message_count: int = 1
+    transaction_id: TransactionId | None = None
+    poison_cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MessagePull:
+    """Prefetch 0: ask for one message; an empty dispatch answers when ``timeout`` ms pass
+    (0 waits forever, -1 returns at once)."""
+
+    consumer_id: ConsumerId
+    timeout: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionInfo:
+    connection_id: ConnectionId
+    transaction_id: TransactionId
+    type: TransactionType
+    redeliver_acked: bool = True
+    """On rollback: True sends the messages whose acks are dropped back for redelivery (what
+    STOMP clients expect); False leaves them in flight for a client that redelivers them
+    itself (the JMS client)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveInfo:
+    """Close a connection, session, consumer or producer."""
+
+    object_id: ConnectionId | SessionId | ConsumerId | ProducerId
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveSubscriptionInfo:
+    """Delete a durable topic subscription."""
+
+    client_id: str
+    subscription_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class DestinationInfo:
+    """Create (add=True) or delete a destination, notably a temporary one."""
+
+    connection_id: ConnectionId
+    destination: Destination
+    add: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDispatch:
+    """Broker to consumer: one message, or ``message=None`` as the empty answer to a pull
+    or the end of a browse."""
+
+    consumer_id: ConsumerId
+    message: Message | None
+
+
+Command = (
+    ConnectionInfo
+    | SessionInfo
+    | ConsumerInfo
+    | ProducerInfo
+    | SendMessage
+    | MessageAck
+    | MessagePull
+    | TransactionInfo
+    | RemoveInfo
+    | RemoveSubscriptionInfo
+    | DestinationInfo
+)

@@ -1,0 +1,69 @@
+"""The error taxonomy shared by every layer.
+
+Errors carry data, and who caused them decides their class (h11's split): a peer that broke
+a protocol raises a ``RemoteProtocolError``; a request the broker refuses for a reason of
+state (unknown subscription, unknown transaction, a full store) is a ``BrokerError``. The
+transports map them to a STOMP ERROR frame or an OpenWire ExceptionResponse in one place.
+"""
+
+from __future__ import annotations
+
+
+class DovecoteError(Exception):
+    """Base of every error dovecote raises on purpose."""
+
+
+class ProtocolError(DovecoteError):
+    """A protocol rule was broken. ``fatal`` means the connection cannot go on."""
+
+    fatal: bool = True
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent bytes or frames the protocol does not allow."""
+
+
+class LocalProtocolError(ProtocolError):
+    """Our own side tried to send something the protocol does not allow (a bug or misuse)."""
+
+
+class FrameTooLargeError(RemoteProtocolError):
+    """A frame (or its headers) exceeds the configured maximum size."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame of at least {size} bytes exceeds the maximum of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class InvalidSelectorError(DovecoteError):
+    """A JMS message selector could not be parsed."""
+
+    def __init__(self, selector: str, reason: str) -> None:
+        super().__init__(f"invalid selector {selector!r}: {reason}")
+        self.selector = selector
+        self.reason = reason
+
+
+class InvalidDestinationError(DovecoteError):
+    """A destination name that dovecote cannot interpret."""
+
+
+class BrokerError(DovecoteError):
+    """The broker refused an operation (unknown id, bad state, a limit reached)."""
+
+
+class UnknownSubscriptionError(BrokerError):
+    """An ack, nack or unsubscribe named a subscription that does not exist."""
+
+
+class UnknownTransactionError(BrokerError):
+    """A commit, abort, send or ack named a transaction that was never begun."""
+
+
+class ResourceLimitError(BrokerError):
+    """A memory, store or temp limit was reached and the policy is to fail, not wait."""
+
+
+class SecurityError(BrokerError):
+    """Authentication or authorization failed."""

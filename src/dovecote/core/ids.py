@@ -1,0 +1,79 @@
+"""Identifiers, shaped like OpenWire's: a connection id owns session ids, which own consumer
+and producer ids. Each renders as ActiveMQ renders it (``ID:host-1:2:3``) so that message ids
+built from producer ids read the same on the wire (SPEC S5)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionId:
+    value: str
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class SessionId:
+    connection_id: ConnectionId
+    value: int
+
+    def __str__(self) -> str:
+        return f"{self.connection_id}:{self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerId:
+    session_id: SessionId
+    value: int
+
+    @property
+    def connection_id(self) -> ConnectionId:
+        return self.session_id.connection_id
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerId:
+    session_id: SessionId
+    value: int
+
+    @property
+    def connection_id(self) -> ConnectionId:
+        return self.session_id.connection_id
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionId:
+    """A local transaction, named by its connection and a per-connection key."""
+
+    connection_id: ConnectionId
+    value: str
+
+    def __str__(self) -> str:
+        return f"TX:{self.connection_id}:{self.value}"
+
+
+class IdGenerator:
+    """Makes ``ID:<host>-<pid>-<start>-<n>`` connection ids, unique across broker restarts."""
+
+    def __init__(self, prefix: str = "ID") -> None:
+        host = socket.gethostname().replace(":", "-")
+        self._base = f"{prefix}:{host}-{os.getpid()}-{int.from_bytes(os.urandom(4), 'big')}"
+        self._counter = itertools.count(1)
+
+    def next_connection_id(self) -> ConnectionId:
+        return ConnectionId(f"{self._base}-{next(self._counter)}")
+
+    def next_name(self) -> str:
+        return f"{self._base}-{next(self._counter)}"

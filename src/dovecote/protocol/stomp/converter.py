@@ -1,0 +1,537 @@
+"""STOMP frames to core commands and back: one converter per connection, no I/O.
+
+This plays the part of ActiveMQ's ProtocolConverter: ``on_frame`` turns a client frame into a
+``StompRequest`` (core commands for the broker, then a frame to send back once they
+succeeded); ``on_dispatch`` turns a broker dispatch into a MESSAGE frame; ``error_frame``
+renders a failure. What STOMP leaves to the server follows ActiveMQ 5.17 (SPEC P1):
+
+- SEND without ``content-length`` is a text message, with it a bytes message.
+- ``persistent`` defaults to false; ``expires`` is an absolute time in ms; unknown headers
+  become string properties.
+- ``ack:auto`` settles each message as it is dispatched; ``client`` acks are cumulative per
+  subscription; ``client-individual`` acks one message; NACK is a poison ack, so the message
+  goes to the dead-letter queue.
+- Default prefetch: 1000 on queues, 100 for durable and 32766 for other topic subscriptions
+  unless ``activemq.prefetchSize`` says otherwise.
+- ``/temp-queue/x`` names a temporary queue private to the connection; other connections
+  see it (in ``reply-to``) as ``/remote-temp-queue/<name>``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Final
+
+from dovecote.core.commands import (
+    DURABLE_TOPIC_PREFETCH,
+    QUEUE_BROWSER_PREFETCH,
+    QUEUE_PREFETCH,
+    TOPIC_PREFETCH,
+    AckType,
+    Command,
+    ConnectionInfo,
+    ConsumerInfo,
+    DestinationInfo,
+    MessageAck,
+    MessageDispatch,
+    ProducerInfo,
+    RemoveInfo,
+    RemoveSubscriptionInfo,
+    SendMessage,
+    SessionInfo,
+    TransactionInfo,
+    TransactionType,
+)
+from dovecote.core.destinations import Destination, DestinationType
+from dovecote.core.errors import (
+    DovecoteError,
+    RemoteProtocolError,
+    UnknownSubscriptionError,
+)
+from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
+from dovecote.core.message import BodyType, Message, PropertyValue
+from dovecote.protocol.stomp.frames import Frame
+
+SUPPORTED_VERSIONS: Final = ("1.0", "1.1", "1.2")
+SERVER_NAME: Final = "dovecote/0.1.0"
+BROWSE_DONE_ID: Final = "BrowseDone"
+
+_PREFIXES: Final = {
+    "/queue/": DestinationType.QUEUE,
+    "/topic/": DestinationType.TOPIC,
+    "/temp-queue/": DestinationType.TEMP_QUEUE,
+    "/temp-topic/": DestinationType.TEMP_TOPIC,
+    "/remote-temp-queue/": DestinationType.TEMP_QUEUE,
+    "/remote-temp-topic/": DestinationType.TEMP_TOPIC,
+}
+_STOMP_PREFIX: Final = {
+    DestinationType.QUEUE: "/queue/",
+    DestinationType.TOPIC: "/topic/",
+    DestinationType.TEMP_QUEUE: "/remote-temp-queue/",
+    DestinationType.TEMP_TOPIC: "/remote-temp-topic/",
+}
+# SEND headers that are STOMP or JMS headers, never message properties.
+_RESERVED: Final = frozenset(
+    {
+        "destination", "content-length", "content-type", "receipt", "transaction",
+        "persistent", "priority", "expires", "correlation-id", "type", "reply-to",
+        "JMSXGroupID", "JMSXGroupSeq", "message-id", "timestamp", "redelivered",
+        "subscription", "ack", "transformation",
+    }
+)  # fmt: skip
+_ACK_MODES: Final = ("auto", "client", "client-individual")
+
+
+@dataclass(frozen=True, slots=True)
+class StompRequest:
+    """What one client frame asks for: commands to run in order, then a frame to answer
+    with (a RECEIPT or CONNECTED), and whether to close afterwards."""
+
+    commands: tuple[Command, ...] = ()
+    reply: Frame | None = None
+    connect: ConnectionInfo | None = None
+    close: bool = False
+
+
+@dataclass(slots=True)
+class _Subscription:
+    id: str
+    consumer_id: ConsumerId
+    destination: Destination
+    ack_mode: str
+    durable_name: str | None
+    # Message ids dispatched and not yet acked, in dispatch order.
+    unacked: dict[str, None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HeartBeat:
+    """Negotiated intervals in ms (0 = none): we send every ``send_ms``; the client must
+    send something every ``receive_ms``."""
+
+    send_ms: int = 0
+    receive_ms: int = 0
+
+
+class StompConverter:
+    def __init__(
+        self,
+        connection_id: ConnectionId,
+        server_heartbeat: tuple[int, int] = (10_000, 10_000),
+    ) -> None:
+        self.connection_id = connection_id
+        self.session_id = SessionId(connection_id, 1)
+        self.producer_id = ProducerId(self.session_id, 1)
+        self.version = "1.0"
+        self.connected = False
+        self.heartbeat = HeartBeat()
+        self._server_heartbeat = server_heartbeat
+        self._message_seq = itertools.count(1)
+        self._consumer_seq = itertools.count(1)
+        self._subs: dict[str, _Subscription] = {}
+        self._subs_by_consumer: dict[ConsumerId, _Subscription] = {}
+        self._temp_names: dict[str, Destination] = {}
+        self._temp_reverse: dict[Destination, str] = {}
+        self._transactions: set[str] = set()
+        self._client_id = ""
+
+    # -- client frames ---------------------------------------------------------------------
+
+    def on_frame(self, frame: Frame) -> StompRequest:
+        command = frame.command
+        if not self.connected:
+            if command in ("CONNECT", "STOMP"):
+                return self._connect(frame)
+            raise RemoteProtocolError(f"expected CONNECT or STOMP first, got {command}")
+        handler = _HANDLERS.get(command)
+        if handler is None:
+            raise RemoteProtocolError(f"{command} is not a frame a client may send")
+        request = handler(self, frame)
+        receipt = frame.get("receipt")
+        if receipt is not None and request.reply is None:
+            reply = Frame("RECEIPT", (("receipt-id", receipt),))
+            return StompRequest(request.commands, reply, request.connect, request.close)
+        return request
+
+    def _connect(self, frame: Frame) -> StompRequest:
+        accepted = (frame.get("accept-version") or "1.0").split(",")
+        common = [v for v in SUPPORTED_VERSIONS if v in (a.strip() for a in accepted)]
+        if not common:
+            raise RemoteProtocolError(
+                f"no common STOMP version: client accepts {','.join(accepted)}, "
+                f"server supports {','.join(SUPPORTED_VERSIONS)}"
+            )
+        self.version = common[-1]
+        headers = [("version", self.version), ("session", str(self.connection_id))]
+        headers.append(("server", SERVER_NAME))
+        if self.version != "1.0":
+            cx, cy = _parse_heartbeat(frame.get("heart-beat") or "0,0")
+            sx, sy = self._server_heartbeat
+            self.heartbeat = HeartBeat(
+                send_ms=max(sx, cy) if sx and cy else 0,
+                receive_ms=max(cx, sy) if cx and sy else 0,
+            )
+            headers.append(("heart-beat", f"{self.heartbeat.send_ms},{self.heartbeat.receive_ms}"))
+        self.connected = True
+        self._client_id = frame.get("client-id") or ""
+        info = ConnectionInfo(
+            self.connection_id,
+            client_id=frame.get("client-id") or None,
+            user_name=frame.get("login"),
+            password=frame.get("passcode"),
+        )
+        return StompRequest(
+            commands=(SessionInfo(self.session_id), ProducerInfo(self.producer_id)),
+            reply=Frame("CONNECTED", tuple(headers)),
+            connect=info,
+        )
+
+    def _send(self, frame: Frame) -> StompRequest:
+        destination, commands = self._destination(_required(frame, "destination"))
+        headers = frame.header_dict()
+        properties: dict[str, PropertyValue] = {
+            k: v for k, v in headers.items() if k not in _RESERVED
+        }
+        reply_to = None
+        if "reply-to" in headers:
+            reply_to, more = self._destination(headers["reply-to"])
+            commands.extend(more)
+        message = Message(
+            message_id=f"ID:{self.producer_id}:{next(self._message_seq)}",
+            destination=destination,
+            body=frame.body,
+            body_type=BodyType.BYTES if "content-length" in headers else BodyType.TEXT,
+            persistent=headers.get("persistent", "").lower() == "true",
+            priority=_int_header(headers, "priority", 4, 0, 9),
+            timestamp=int(time.time() * 1000),
+            expiration=_int_header(headers, "expires", 0, 0, None),
+            correlation_id=headers.get("correlation-id"),
+            reply_to=reply_to,
+            type=headers.get("type"),
+            group_id=headers.get("JMSXGroupID"),
+            group_seq=_int_header(headers, "JMSXGroupSeq", 0, -1, None),
+            producer_id=str(self.producer_id),
+            connection_id=str(self.connection_id),
+            properties=properties,
+        )
+        commands.append(SendMessage(message, self._transaction(frame)))
+        return StompRequest(tuple(commands))
+
+    def _subscribe(self, frame: Frame) -> StompRequest:
+        destination, commands = self._destination(_required(frame, "destination"))
+        sub_id = frame.get("id")
+        if sub_id is None:
+            if self.version != "1.0":
+                raise RemoteProtocolError("SUBSCRIBE needs an id header")
+            sub_id = frame.get("destination") or ""
+        if sub_id in self._subs:
+            raise RemoteProtocolError(f"subscription id {sub_id!r} is already in use")
+        ack_mode = frame.get("ack") or "auto"
+        if ack_mode not in _ACK_MODES:
+            raise RemoteProtocolError(f"unknown ack mode {ack_mode!r}")
+        durable_name = frame.get("activemq.subscriptionName") or frame.get(
+            "durable-subscription-name"
+        )
+        if durable_name is not None and not destination.is_topic:
+            durable_name = None  # ActiveMQ ignores it on queues
+        browser = (frame.get("browser") or "").lower() == "true"
+        if browser:
+            default_prefetch = QUEUE_BROWSER_PREFETCH
+        elif destination.is_queue:
+            default_prefetch = QUEUE_PREFETCH
+        else:
+            default_prefetch = DURABLE_TOPIC_PREFETCH if durable_name else TOPIC_PREFETCH
+        consumer_id = ConsumerId(self.session_id, next(self._consumer_seq))
+        info = ConsumerInfo(
+            consumer_id=consumer_id,
+            destination=destination,
+            prefetch_size=_int_header(
+                frame.header_dict(), "activemq.prefetchSize", default_prefetch, 0, None
+            ),
+            selector=frame.get("selector") or None,
+            no_local=_bool_header(frame, "activemq.noLocal"),
+            exclusive=_bool_header(frame, "activemq.exclusive"),
+            subscription_name=durable_name,
+            browser=browser,
+            priority=_int_header(frame.header_dict(), "activemq.priority", 0, 0, 127),
+            dispatch_async=_bool_header(frame, "activemq.dispatchAsync", True),
+            maximum_pending_message_limit=_int_header(
+                frame.header_dict(), "activemq.maximumPendingMessageLimit", 0, -1, None
+            ),
+            auto_ack=ack_mode == "auto",
+        )
+        sub = _Subscription(sub_id, consumer_id, destination, ack_mode, durable_name)
+        self._subs[sub_id] = sub
+        self._subs_by_consumer[consumer_id] = sub
+        commands.append(info)
+        return StompRequest(tuple(commands))
+
+    def _unsubscribe(self, frame: Frame) -> StompRequest:
+        sub_id = frame.get("id")
+        if sub_id is None and self.version == "1.0":
+            sub_id = frame.get("destination")
+        if sub_id is None:
+            raise RemoteProtocolError("UNSUBSCRIBE needs an id header")
+        sub = self._subs.pop(sub_id, None)
+        if sub is None:
+            raise UnknownSubscriptionError(f"no subscription with id {sub_id!r}")
+        del self._subs_by_consumer[sub.consumer_id]
+        commands: list[Command] = [RemoveInfo(sub.consumer_id)]
+        durable_name = frame.get("activemq.subscriptionName") or frame.get(
+            "durable-subscription-name"
+        )
+        if durable_name is not None and sub.durable_name is not None:
+            commands.append(RemoveSubscriptionInfo(self._client_id, durable_name))
+        return StompRequest(tuple(commands))
+
+    def _ack(self, frame: Frame) -> StompRequest:
+        return self._settle(frame, nack=False)
+
+    def _nack(self, frame: Frame) -> StompRequest:
+        if self.version == "1.0":
+            raise RemoteProtocolError("NACK is not part of STOMP 1.0")
+        return self._settle(frame, nack=True)
+
+    def _settle(self, frame: Frame, nack: bool) -> StompRequest:
+        name = "id" if self.version == "1.2" else "message-id"
+        message_id = _required(frame, name)
+        sub = self._owner_of(message_id, frame.get("subscription"))
+        verb = "NACK" if nack else "ACK"
+        if sub is None or sub.ack_mode == "auto":
+            raise UnknownSubscriptionError(
+                f"unexpected {verb} for message {message_id!r}: no subscription awaits it"
+            )
+        if nack:
+            ack_type = AckType.POISON
+            del sub.unacked[message_id]
+        elif sub.ack_mode == "client":
+            ack_type = AckType.STANDARD
+            for acked in list(_through(sub.unacked, message_id)):
+                del sub.unacked[acked]
+        else:
+            ack_type = AckType.INDIVIDUAL
+            del sub.unacked[message_id]
+        ack = MessageAck(
+            consumer_id=sub.consumer_id,
+            ack_type=ack_type,
+            last_message_id=message_id,
+            transaction_id=self._transaction(frame),
+            poison_cause=f"NACK from STOMP subscription {sub.id}" if nack else None,
+        )
+        return StompRequest((ack,))
+
+    def _owner_of(self, message_id: str, sub_id: str | None) -> _Subscription | None:
+        if sub_id is not None:
+            sub = self._subs.get(sub_id)
+            return sub if sub is not None and message_id in sub.unacked else None
+        for sub in self._subs.values():
+            if message_id in sub.unacked:
+                return sub
+        return None
+
+    def _begin(self, frame: Frame) -> StompRequest:
+        name = _required(frame, "transaction")
+        if name in self._transactions:
+            raise RemoteProtocolError(f"transaction {name!r} is already open")
+        self._transactions.add(name)
+        return StompRequest((self._tx_info(name, TransactionType.BEGIN),))
+
+    def _commit(self, frame: Frame) -> StompRequest:
+        return self._end(frame, TransactionType.COMMIT)
+
+    def _abort(self, frame: Frame) -> StompRequest:
+        return self._end(frame, TransactionType.ROLLBACK)
+
+    def _end(self, frame: Frame, kind: TransactionType) -> StompRequest:
+        name = _required(frame, "transaction")
+        if name not in self._transactions:
+            raise RemoteProtocolError(f"transaction {name!r} was not begun")
+        self._transactions.discard(name)
+        return StompRequest((self._tx_info(name, kind),))
+
+    def _tx_info(self, name: str, kind: TransactionType) -> TransactionInfo:
+        return TransactionInfo(self.connection_id, TransactionId(self.connection_id, name), kind)
+
+    def _transaction(self, frame: Frame) -> TransactionId | None:
+        name = frame.get("transaction")
+        if name is None:
+            return None
+        if name not in self._transactions:
+            raise RemoteProtocolError(f"transaction {name!r} was not begun")
+        return TransactionId(self.connection_id, name)
+
+    def _disconnect(self, frame: Frame) -> StompRequest:
+        return StompRequest((RemoveInfo(self.connection_id),), close=True)
+
+    # -- destinations ----------------------------------------------------------------------
+
+    def _destination(self, text: str) -> tuple[Destination, list[Command]]:
+        commands: list[Command] = []
+        parts = [p.strip() for p in text.split(",")]
+        resolved = [self._one_destination(p, commands) for p in parts]
+        if len(resolved) == 1:
+            return resolved[0], commands
+        kind = resolved[0].type
+        if all(d.type == kind for d in resolved):
+            return Destination(kind, ",".join(d.name for d in resolved)), commands
+        return Destination(kind, ",".join(str(d) for d in resolved)), commands
+
+    def _one_destination(self, text: str, commands: list[Command]) -> Destination:
+        for prefix, kind in _PREFIXES.items():
+            if text.startswith(prefix):
+                name = text[len(prefix) :]
+                if not name:
+                    raise RemoteProtocolError(f"destination {text!r} has no name")
+                if prefix in ("/temp-queue/", "/temp-topic/"):
+                    return self._temp_destination(prefix, name, kind, commands)
+                return Destination(kind, name)
+        raise RemoteProtocolError(
+            f"illegal destination {text!r}: STOMP destinations must begin with one of "
+            "/queue/ /topic/ /temp-queue/ /temp-topic/"
+        )
+
+    def _temp_destination(
+        self, prefix: str, name: str, kind: DestinationType, commands: list[Command]
+    ) -> Destination:
+        key = prefix + name
+        destination = self._temp_names.get(key)
+        if destination is None:
+            destination = Destination(kind, f"{self.connection_id}:{len(self._temp_names) + 1}")
+            self._temp_names[key] = destination
+            self._temp_reverse[destination] = key
+            commands.append(DestinationInfo(self.connection_id, destination))
+        return destination
+
+    def stomp_destination(self, destination: Destination) -> str:
+        own = self._temp_reverse.get(destination)
+        if own is not None:
+            return own
+        if destination.is_composite:
+            return ",".join(self.stomp_destination(d) for d in destination.components())
+        return _STOMP_PREFIX[destination.type] + destination.name
+
+    # -- broker to client ------------------------------------------------------------------
+
+    def on_dispatch(self, dispatch: MessageDispatch) -> Frame | None:
+        sub = self._subs_by_consumer.get(dispatch.consumer_id)
+        if sub is None:
+            return None  # the client unsubscribed while this was on its way
+        message = dispatch.message
+        if message is None:
+            headers = (
+                ("subscription", sub.id),
+                ("message-id", BROWSE_DONE_ID),
+                ("destination", self.stomp_destination(sub.destination)),
+                ("browser", "end"),
+            )
+            return Frame("MESSAGE", headers)
+        if sub.ack_mode != "auto":
+            sub.unacked[message.message_id] = None
+        return Frame("MESSAGE", tuple(self._message_headers(sub.id, message)), message.body)
+
+    def _message_headers(self, sub_id: str, message: Message) -> Iterator[tuple[str, str]]:
+        yield "subscription", sub_id
+        yield "message-id", message.message_id
+        if self.version == "1.2":
+            yield "ack", message.message_id
+        yield "destination", self.stomp_destination(message.destination)
+        if message.persistent:
+            yield "persistent", "true"
+        yield "priority", str(message.priority)
+        yield "timestamp", str(message.timestamp)
+        yield "expires", str(message.expiration)
+        if message.redelivery_counter:
+            yield "redelivered", "true"
+        if message.correlation_id is not None:
+            yield "correlation-id", message.correlation_id
+        if message.type is not None:
+            yield "type", message.type
+        if message.reply_to is not None:
+            yield "reply-to", self.stomp_destination(message.reply_to)
+        if message.group_id is not None:
+            yield "JMSXGroupID", message.group_id
+            yield "JMSXGroupSeq", str(message.group_seq)
+        if message.original_destination is not None:
+            yield "original-destination", self.stomp_destination(message.original_destination)
+        for key, value in message.properties.items():
+            yield key, _property_text(value)
+
+    def error_frame(self, error: DovecoteError, frame: Frame | None) -> Frame:
+        text = str(error) or type(error).__name__
+        headers: list[tuple[str, str]] = [("message", text.splitlines()[0][:256])]
+        receipt = frame.get("receipt") if frame is not None else None
+        if receipt is not None:
+            headers.append(("receipt-id", receipt))
+        if isinstance(error, RemoteProtocolError) and "no common STOMP version" in text:
+            headers.append(("version", ",".join(SUPPORTED_VERSIONS)))
+        headers.append(("content-type", "text/plain"))
+        return Frame("ERROR", tuple(headers), text.encode())
+
+
+_HANDLERS: Final = {
+    "SEND": StompConverter._send,
+    "SUBSCRIBE": StompConverter._subscribe,
+    "UNSUBSCRIBE": StompConverter._unsubscribe,
+    "ACK": StompConverter._ack,
+    "NACK": StompConverter._nack,
+    "BEGIN": StompConverter._begin,
+    "COMMIT": StompConverter._commit,
+    "ABORT": StompConverter._abort,
+    "DISCONNECT": StompConverter._disconnect,
+}
+
+
+def _required(frame: Frame, name: str) -> str:
+    value = frame.get(name)
+    if value is None:
+        raise RemoteProtocolError(f"{frame.command} frame needs a {name!r} header")
+    return value
+
+
+def _int_header(
+    headers: dict[str, str], name: str, default: int, low: int, high: int | None
+) -> int:
+    text = headers.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise RemoteProtocolError(f"header {name!r} must be an integer, got {text!r}") from None
+    if value < low or (high is not None and value > high):
+        upper = f" to {high}" if high is not None else " or more"
+        raise RemoteProtocolError(f"header {name!r} must be {low}{upper}, got {value}")
+    return value
+
+
+def _bool_header(frame: Frame, name: str, default: bool = False) -> bool:
+    text = frame.get(name)
+    return default if text is None else text.lower() == "true"
+
+
+def _parse_heartbeat(text: str) -> tuple[int, int]:
+    try:
+        cx, cy = (int(part) for part in text.split(","))
+    except ValueError:
+        raise RemoteProtocolError(f"bad heart-beat header {text!r}") from None
+    if cx < 0 or cy < 0:
+        raise RemoteProtocolError(f"bad heart-beat header {text!r}")
+    return cx, cy
+
+
+def _through(ordered: dict[str, None], last: str) -> Iterator[str]:
+    for key in ordered:
+        yield key
+        if key == last:
+            return
+
+
+def _property_text(value: PropertyValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, bytes):
+        return value.hex()
+    return "" if value is None else str(value)

@@ -1,0 +1,127 @@
+"""The store contract (SPEC M1-M4): what every persistence adapter provides.
+
+The broker describes each change as a typed operation and hands a batch of them to
+``PersistenceAdapter.write``; a batch is atomic and durable when the call returns, which is
+how a local transaction commits (T1) and how a sync send's receipt is earned (M7). The
+operations mirror KahaDB's journal records (add, remove, subscription add/remove, durable
+ack, redelivery update), so a journal adapter can log them as they come and rebuild its index
+by replaying them. ``recover`` gives back everything still stored, in send order.
+
+Non-persistent messages never reach a store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from dovecote.core.destinations import Destination
+from dovecote.core.message import Message
+
+
+@dataclass(frozen=True, slots=True)
+class DurableSubscription:
+    """A durable topic subscription: who it is and what it selects."""
+
+    client_id: str
+    name: str
+    destination: Destination
+    selector: str | None = None
+    no_local: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AddMessage:
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveMessage:
+    """A queue message consumed (or moved away): it is gone from the destination."""
+
+    destination: Destination
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRedelivery:
+    """A message came back for redelivery: its counter survives a restart."""
+
+    destination: Destination
+    message_id: str
+    redelivery_counter: int
+
+
+@dataclass(frozen=True, slots=True)
+class AddSubscription:
+    subscription: DurableSubscription
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveSubscription:
+    destination: Destination
+    client_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class AckSubscription:
+    """A durable subscriber consumed (or skipped) a topic message."""
+
+    destination: Destination
+    client_id: str
+    name: str
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveDestination:
+    destination: Destination
+
+
+StoreOp = (
+    AddMessage
+    | RemoveMessage
+    | UpdateRedelivery
+    | AddSubscription
+    | RemoveSubscription
+    | AckSubscription
+    | RemoveDestination
+)
+
+
+@dataclass(slots=True)
+class RecoveredSubscription:
+    subscription: DurableSubscription
+    pending: list[Message] = field(default_factory=list)
+    """The topic messages this subscription has not acknowledged, in send order."""
+
+
+@dataclass(slots=True)
+class RecoveredState:
+    queues: dict[Destination, list[Message]] = field(default_factory=dict)
+    """Each queue's stored messages in send order (their redelivery counters applied)."""
+    subscriptions: list[RecoveredSubscription] = field(default_factory=list)
+
+
+class PersistenceAdapter(Protocol):
+    """One store of messages, subscriptions and acks, owned by one broker at a time."""
+
+    async def start(self) -> None:
+        """Open the store (take its lock, replay or rebuild what is needed)."""
+
+    async def stop(self) -> None:
+        """Flush and close; the store can be started again later."""
+
+    def recover(self) -> RecoveredState:
+        """Everything stored, for the broker to load at start."""
+
+    async def write(self, batch: Sequence[StoreOp]) -> None:
+        """Apply the operations atomically; durable (per the adapter's sync setting) on return."""
+
+    def checkpoint(self) -> None:
+        """Make recovery short: settle the index and drop what is no longer needed."""
+
+    def message_count(self, destination: Destination) -> int:
+        """How many stored messages a queue holds (for topics: messages any sub still needs)."""

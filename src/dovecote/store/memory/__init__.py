@@ -1,0 +1,3 @@
+from dovecote.store.memory.adapter import MemoryPersistenceAdapter
+
+__all__ = ["MemoryPersistenceAdapter"]

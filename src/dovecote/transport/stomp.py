@@ -1,0 +1,226 @@
+"""The STOMP listener: asyncio streams around the sans-I/O parser and converter.
+
+Each connection runs one task that reads bytes, parses frames and awaits the broker for
+each in turn, so a RECEIPT is written only after the broker finished the frame's commands
+(a persistent send: after the store has it). Dispatches arrive through a synchronous sink and
+are written straight to the socket buffer. Heart-beats (SPEC P1): a ticker writes an EOL when
+we owe one, and a watchdog drops a client that has been silent longer than the negotiated
+interval times the grace factor. Any protocol or broker error ends the connection with an
+ERROR frame; other connections never notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+from dovecote.broker.broker import Broker
+from dovecote.core.commands import MessageDispatch
+from dovecote.core.errors import BrokerError, DovecoteError, ProtocolError
+from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
+from dovecote.protocol.stomp.converter import StompConverter
+
+log = logging.getLogger("dovecote.stomp")
+
+READ_CHUNK = 64 * 1024
+CONNECT_TIMEOUT_S = 30.0
+"""A client that sends no CONNECT within this time is dropped (ActiveMQ's connect timeout)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StompListenerSettings:
+    host: str = "127.0.0.1"
+    port: int = 61613
+    max_frame_size: int = 10 * 1024 * 1024
+    max_header_size: int = 64 * 1024
+    max_headers: int = 1000
+    heartbeat_ms: tuple[int, int] = (10_000, 10_000)
+    heartbeat_grace: float = 1.5
+    max_connections: int = 1000
+
+
+class StompServer:
+    def __init__(self, broker: Broker, settings: StompListenerSettings) -> None:
+        self.broker = broker
+        self.settings = settings
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._accept, self.settings.host, self.settings.port, limit=READ_CHUNK
+        )
+        log.info("STOMP listening on %s:%d", self.settings.host, self.port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for task in list(self._connections):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if len(self._connections) >= self.settings.max_connections:
+            refusal = Frame("ERROR", (("message", "too many connections"),))
+            writer.write(encode_frame(refusal, "1.0"))
+            writer.close()
+            return
+        self._connections.add(task)
+        try:
+            await StompConnection(self.broker, self.settings, reader, writer).run()
+        finally:
+            self._connections.discard(task)
+
+
+class StompConnection:
+    def __init__(
+        self,
+        broker: Broker,
+        settings: StompListenerSettings,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.reader = reader
+        self.writer = writer
+        self.connection_id = broker.ids.next_connection_id()
+        self.converter = StompConverter(self.connection_id, settings.heartbeat_ms)
+        self.parser = FrameParser(
+            max_frame_size=settings.max_frame_size,
+            max_header_size=settings.max_header_size,
+            max_headers=settings.max_headers,
+        )
+        self.peer = writer.get_extra_info("peername")
+        self._registered = False
+        self._last_read = time.monotonic()
+        self._last_write = time.monotonic()
+        self._timers: list[asyncio.Task[None]] = []
+
+    async def run(self) -> None:
+        log.debug("STOMP connection %s from %s", self.connection_id, self.peer)
+        watchdog = asyncio.create_task(self._watch_connect())
+        self._timers.append(watchdog)
+        try:
+            await self._read_loop()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            for timer in self._timers:
+                timer.cancel()
+            if self._registered:
+                await self.broker.remove_connection(self.connection_id)
+            self.writer.close()
+            with contextlib.suppress(ConnectionError, OSError):
+                await self.writer.wait_closed()
+            log.debug("STOMP connection %s closed", self.connection_id)
+
+    async def _read_loop(self) -> None:
+        while True:
+            data = await self.reader.read(READ_CHUNK)
+            self._last_read = time.monotonic()
+            if not data:
+                return
+            self.parser.receive_data(data)
+            frame: Frame | None = None
+            try:
+                while True:
+                    event = self.parser.next_event()
+                    if event is NEED_DATA:
+                        break
+                    if event is HEARTBEAT:
+                        continue
+                    assert isinstance(event, Frame)
+                    frame = event
+                    if not await self._handle(frame):
+                        return
+            except (ProtocolError, BrokerError, DovecoteError) as exc:
+                await self._fail(exc, frame)
+                return
+            await self.writer.drain()
+
+    async def _handle(self, frame: Frame) -> bool:
+        """Run one frame; False when the connection should now close."""
+        request = self.converter.on_frame(frame)
+        if request.connect is not None:
+            self.broker.add_connection(request.connect, self._on_dispatch)
+            self._registered = True
+            self.parser.version = self.converter.version
+            self._start_heartbeats()
+        for command in request.commands:
+            await self.broker.process(self.connection_id, command)
+        if request.reply is not None:
+            self._write(request.reply)
+        if request.close:
+            self._registered = False  # DISCONNECT already removed it from the broker
+            await self.writer.drain()
+            return False
+        return True
+
+    async def _fail(self, error: DovecoteError, frame: Frame | None) -> None:
+        log.info("STOMP connection %s: %s", self.connection_id, error)
+        self._write(self.converter.error_frame(error, frame))
+        with contextlib.suppress(ConnectionError):
+            await self.writer.drain()
+
+    def _on_dispatch(self, dispatch: MessageDispatch) -> None:
+        frame = self.converter.on_dispatch(dispatch)
+        if frame is not None:
+            self._write(frame)
+
+    def _write(self, frame: Frame) -> None:
+        if self.writer.is_closing():
+            return
+        self.writer.write(encode_frame(frame, self.converter.version))
+        self._last_write = time.monotonic()
+
+    # -- heart-beats -----------------------------------------------------------------------
+
+    async def _watch_connect(self) -> None:
+        await asyncio.sleep(CONNECT_TIMEOUT_S)
+        if not self.converter.connected:
+            log.info("STOMP connection %s sent no CONNECT; dropping it", self.connection_id)
+            self.writer.close()
+
+    def _start_heartbeats(self) -> None:
+        beat = self.converter.heartbeat
+        if beat.send_ms > 0:
+            self._timers.append(asyncio.create_task(self._send_heartbeats(beat.send_ms / 1000)))
+        if beat.receive_ms > 0:
+            limit = beat.receive_ms / 1000 * self.settings.heartbeat_grace
+            self._timers.append(asyncio.create_task(self._watch_silence(limit)))
+
+    async def _send_heartbeats(self, interval: float) -> None:
+        while not self.writer.is_closing():
+            await asyncio.sleep(interval)
+            if time.monotonic() - self._last_write >= interval * 0.9:
+                self.writer.write(b"\n")
+                self._last_write = time.monotonic()
+
+    async def _watch_silence(self, limit: float) -> None:
+        while not self.writer.is_closing():
+            silent = time.monotonic() - self._last_read
+            if silent >= limit:
+                log.info(
+                    "STOMP connection %s silent for %.1fs (limit %.1fs); dropping it",
+                    self.connection_id,
+                    silent,
+                    limit,
+                )
+                self.writer.close()
+                return
+            await asyncio.sleep(limit - silent)

@@ -1,0 +1,195 @@
+"""STOMP conformance: bad input gets an ERROR frame naming the problem, the connection
+closes, and every other client goes on (SPEC P1); heart-beats both ways."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from brokers import BrokerProcess
+from stompclient import Client
+
+Connect = Callable[..., Client]
+
+
+class RawStomp:
+    """A bare socket speaking STOMP by hand, for frames no client library would send."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.sock = socket.create_connection(address, timeout=10)
+        self.buffer = b""
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def connect(self, heart_beat: str = "0,0") -> dict[str, str]:
+        self.send(f"CONNECT\naccept-version:1.2\nhost:x\nheart-beat:{heart_beat}\n\n\x00".encode())
+        command, headers, _ = self.read_frame()
+        assert command == "CONNECTED", command
+        return headers
+
+    def read_frame(self) -> tuple[str, dict[str, str], bytes]:
+        while True:
+            stripped = self.buffer.lstrip(b"\r\n")
+            end = stripped.find(b"\x00")
+            if end >= 0:
+                raw, self.buffer = stripped[:end], stripped[end + 1 :]
+                head, _, body = raw.partition(b"\n\n")
+                lines = head.decode().split("\n")
+                headers = dict(line.split(":", 1) for line in lines[1:] if line)
+                return lines[0], headers, body
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed")
+            self.buffer += chunk
+
+    def closed_by_peer(self) -> bool:
+        """Read until the broker closes the socket (True) or the socket times out."""
+        try:
+            while self.sock.recv(65536):
+                pass
+        except TimeoutError:
+            return False
+        except ConnectionError:
+            return True
+        return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def raw(broker: BrokerProcess) -> Callable[[], RawStomp]:
+    opened: list[RawStomp] = []
+
+    def make() -> RawStomp:
+        client = RawStomp(broker.stomp_address)
+        opened.append(client)
+        return client
+
+    yield make  # type: ignore[misc]
+    for client in opened:
+        client.close()
+
+
+def _error_then_close(client: RawStomp) -> dict[str, str]:
+    command, headers, _ = client.read_frame()
+    assert command == "ERROR"
+    assert client.closed_by_peer()
+    return headers
+
+
+@pytest.mark.parametrize(
+    ("frames", "words"),
+    [
+        (b"BOGUS\n\n\x00", "BOGUS"),
+        (b"SEND\ndestination:/queue/x\nbad header line\n\n\x00", "header"),
+        (b"SEND\n\nno destination\x00", "destination"),
+        (b"SEND\ndestination:nowhere\n\n\x00", "illegal destination"),
+        (b"ACK\nid:ID:nope\n\n\x00", "ID:nope"),
+        (b"COMMIT\ntransaction:never\n\n\x00", "never"),
+        (b"SEND\ndestination:/queue/x\ntransaction:ghost\n\n\x00", "ghost"),
+        (b"UNSUBSCRIBE\nid:missing\n\n\x00", "missing"),
+        (b"SUBSCRIBE\ndestination:/queue/x\nid:1\nack:sometimes\n\n\x00", "sometimes"),
+        (b"SEND\ndestination:/queue/x\ncontent-length:-4\n\n\x00", "content-length"),
+        (b"SEND\ndestination:/queue/x\npriority:high\n\n\x00", "priority"),
+        (b"SEND\ndestination:/queue/x\nbad:esc\\qape\n\n\x00", "escape"),
+    ],
+)
+def test_bad_frames_get_an_error_naming_the_problem(
+    raw: Callable[[], RawStomp], connect: Connect, name: str, frames: bytes, words: str
+) -> None:
+    bystander = connect()
+    bystander.subscribe(f"/queue/{name}")
+    client = raw()
+    client.connect()
+    client.send(frames)
+    headers = _error_then_close(client)
+    assert words.lower() in headers["message"].lower()
+    # Everyone else is unaffected.
+    bystander.send(f"/queue/{name}", "still here")
+    assert bystander.receive().body == "still here"
+
+
+def test_frame_before_connect_is_an_error(raw: Callable[[], RawStomp]) -> None:
+    client = raw()
+    client.send(b"SEND\ndestination:/queue/x\n\nhi\x00")
+    assert "CONNECT" in _error_then_close(client)["message"]
+
+
+def test_no_common_version_is_refused(raw: Callable[[], RawStomp]) -> None:
+    client = raw()
+    client.send(b"CONNECT\naccept-version:2.0\nhost:x\n\n\x00")
+    headers = _error_then_close(client)
+    assert headers["version"] == "1.0,1.1,1.2"
+
+
+def test_oversized_frame_is_refused(
+    raw: Callable[[], RawStomp], connect: Connect, name: str
+) -> None:
+    client = raw()
+    client.connect()
+    client.send(b"SEND\ndestination:/queue/big\n\n" + b"x" * (1024 * 1024 + 10) + b"\x00")
+    assert "exceeds" in _error_then_close(client)["message"]
+    other = connect()
+    other.subscribe(f"/queue/{name}")
+    other.send(f"/queue/{name}", "fine")
+    assert other.receive().body == "fine"
+
+
+def test_error_frame_carries_the_receipt_id(raw: Callable[[], RawStomp]) -> None:
+    client = raw()
+    client.connect()
+    client.send(b"COMMIT\ntransaction:none\nreceipt:77\n\n\x00")
+    command, headers, _ = client.read_frame()
+    assert command == "ERROR" and headers["receipt-id"] == "77"
+
+
+def test_duplicate_client_id_is_refused(connect: Connect, name: str) -> None:
+    connect(client_id=f"dup-{name}")
+    with pytest.raises(Exception):  # noqa: B017 - stomp.py raises its own ConnectFailedException
+        connect(client_id=f"dup-{name}")
+
+
+def test_silent_client_is_dropped_after_the_heartbeat_interval(
+    raw: Callable[[], RawStomp],
+) -> None:
+    client = raw()
+    # We promise a beat every 300 ms; the broker (200 ms) settles on 300 and allows 1.5x.
+    headers = client.connect(heart_beat="300,0")
+    assert headers["heart-beat"].split(",")[1] == "300"
+    started = time.monotonic()
+    assert client.closed_by_peer()
+    elapsed = time.monotonic() - started
+    assert 0.3 <= elapsed < 5, elapsed
+
+
+def test_heartbeating_client_stays_and_broker_beats_too(raw: Callable[[], RawStomp]) -> None:
+    client = raw()
+    headers = client.connect(heart_beat="300,300")
+    assert headers["heart-beat"] == "300,300"
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(0.1):
+            client.send(b"\n")
+
+    beater = threading.Thread(target=beat, daemon=True)
+    beater.start()
+    try:
+        received = b""
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            received += client.sock.recv(100)
+        # The broker sent EOL heart-beats and did not drop us in 1.5 s (5 of its intervals).
+        assert received.count(b"\n") >= 2
+        client.send(b"BEGIN\ntransaction:t\nreceipt:alive\n\n\x00")
+        command, hdrs, _ = client.read_frame()
+        assert (command, hdrs.get("receipt-id")) == ("RECEIPT", "alive")
+    finally:
+        stop.set()
+        beater.join()

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from brokers import BrokerProcess, running_broker
+from stompclient import Client
+
+# Destination policies the conformance suite relies on: individual DLQs for "indiv.>" queues,
+# a quick expiry sweep, 1 MiB frames, 200 ms heart-beats, and a low broker-side redelivery
+# limit for "short.>" queues.
+CONFORMANCE_CONFIG = """
+[stomp]
+max_frame_size = 1048576
+heartbeat_ms = [200, 200]
+
+[policy]
+expire_messages_period_ms = 200
+
+[[policy.entries]]
+pattern = "indiv.>"
+dead_letter = "individual"
+
+[[policy.entries]]
+pattern = "short.>"
+maximum_redeliveries = 2
+"""
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[BrokerProcess]:
+    with running_broker(CONFORMANCE_CONFIG) as proc:
+        yield proc
+
+
+@pytest.fixture
+def name(request: pytest.FixtureRequest) -> str:
+    """A destination name no other test uses."""
+    return f"{request.node.name.replace('[', '-').replace(']', '')}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def connect(broker: BrokerProcess) -> Iterator[Callable[..., Client]]:
+    """Open STOMP clients against the shared broker; all are closed after the test."""
+    clients: list[Client] = []
+
+    def make(**kwargs: object) -> Client:
+        client = Client(broker.stomp_address, **kwargs)  # type: ignore[arg-type]
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()

@@ -1,0 +1,156 @@
+"""The queue's dispatch rules without sockets or a broker: windows, round robin, priority,
+selectors, groups and exclusive consumers (SPEC C2, C8)."""
+
+from __future__ import annotations
+
+from dovecote.broker.consumer import Consumer
+from dovecote.broker.queue import Queue
+from dovecote.core.commands import ConsumerInfo, MessageDispatch
+from dovecote.core.destinations import queue
+from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
+from dovecote.core.message import Message
+
+Q = queue("q")
+SESSION = SessionId(ConnectionId("ID:c"), 1)
+
+
+def make_consumer(n: int, prefetch: int = 10, **options: object) -> tuple[Consumer, list[str]]:
+    got: list[str] = []
+
+    def sink(dispatch: MessageDispatch) -> None:
+        assert dispatch.message is not None
+        got.append(dispatch.message.message_id)
+
+    info = ConsumerInfo(ConsumerId(SESSION, n), Q, prefetch_size=prefetch, **options)  # type: ignore[arg-type]
+    return Consumer(info, sink), got
+
+
+def fill(q: Queue, count: int, **fields: object) -> None:
+    for i in range(count):
+        q.enqueue(Message(f"m{i}", Q, **fields))  # type: ignore[arg-type]
+
+
+def test_window_bounds_what_is_in_flight() -> None:
+    q = Queue(Q)
+    c, got = make_consumer(1, prefetch=3)
+    q.add_consumer(c)
+    fill(q, 10)
+    q.dispatch(0)
+    assert got == ["m0", "m1", "m2"]
+    c.settle([c.inflight["m0"]])
+    q.dispatch(0)
+    assert got == ["m0", "m1", "m2", "m3"]
+
+
+def test_round_robin_across_consumers_with_room() -> None:
+    q = Queue(Q)
+    a, got_a = make_consumer(1)
+    b, got_b = make_consumer(2)
+    q.add_consumer(a)
+    q.add_consumer(b)
+    fill(q, 6)
+    q.dispatch(0)
+    assert got_a == ["m0", "m2", "m4"] and got_b == ["m1", "m3", "m5"]
+
+
+def test_highest_priority_first_then_fifo() -> None:
+    q = Queue(Q)
+    for i, priority in enumerate([4, 9, 0, 9, 4]):
+        q.enqueue(Message(f"m{i}", Q, priority=priority))
+    c, got = make_consumer(1)
+    q.add_consumer(c)
+    q.dispatch(0)
+    assert got == ["m1", "m3", "m0", "m4", "m2"]
+
+
+def test_requeued_entries_return_to_their_place() -> None:
+    q = Queue(Q)
+    c, _ = make_consumer(1, prefetch=2)
+    q.add_consumer(c)
+    fill(q, 4)
+    q.dispatch(0)
+    returned = q.remove_consumer(c)
+    q.requeue(returned)
+    d, got_d = make_consumer(2)
+    q.add_consumer(d)
+    q.dispatch(0)
+    assert got_d == ["m0", "m1", "m2", "m3"]
+
+
+def test_selector_skips_to_a_matching_consumer_and_keeps_the_rest() -> None:
+    q = Queue(Q)
+    reds, got_reds = make_consumer(1, selector="color = 'red'")
+    q.add_consumer(reds)
+    q.enqueue(Message("blue", Q, properties={"color": "blue"}))
+    q.enqueue(Message("red", Q, properties={"color": "red"}))
+    q.dispatch(0)
+    assert got_reds == ["red"]
+    assert [e.message_id for e in q.pending_entries()] == ["blue"]
+
+
+def test_group_sticks_to_its_first_consumer() -> None:
+    q = Queue(Q)
+    a, got_a = make_consumer(1)
+    b, got_b = make_consumer(2)
+    q.add_consumer(a)
+    q.add_consumer(b)
+    for i in range(4):
+        q.enqueue(Message(f"x{i}", Q, group_id="X"))
+        q.enqueue(Message(f"y{i}", Q, group_id="Y"))
+    q.dispatch(0)
+    assert got_a == ["x0", "x1", "x2", "x3"] and got_b == ["y0", "y1", "y2", "y3"]
+
+
+def test_group_waits_for_its_busy_owner() -> None:
+    q = Queue(Q)
+    a, got_a = make_consumer(1, prefetch=1)
+    b, got_b = make_consumer(2, prefetch=5)
+    q.add_consumer(a)
+    q.add_consumer(b)
+    fill(q, 3, group_id="G")
+    q.dispatch(0)
+    assert got_a == ["m0"] and got_b == []
+
+
+def test_group_moves_when_its_owner_leaves() -> None:
+    q = Queue(Q)
+    a, _ = make_consumer(1, prefetch=1)
+    b, got_b = make_consumer(2)
+    q.add_consumer(a)
+    q.add_consumer(b)
+    fill(q, 3, group_id="G")
+    q.dispatch(0)
+    q.requeue(q.remove_consumer(a))
+    q.dispatch(0)
+    assert got_b == ["m0", "m1", "m2"]
+
+
+def test_exclusive_consumer_takes_all_while_present() -> None:
+    q = Queue(Q)
+    a, got_a = make_consumer(1)
+    x, got_x = make_consumer(2, exclusive=True)
+    q.add_consumer(a)
+    q.add_consumer(x)
+    fill(q, 3)
+    q.dispatch(0)
+    assert got_x == ["m0", "m1", "m2"] and got_a == []
+
+
+def test_expired_messages_are_returned_not_dispatched() -> None:
+    q = Queue(Q)
+    c, got = make_consumer(1)
+    q.add_consumer(c)
+    q.enqueue(Message("old", Q, expiration=100))
+    q.enqueue(Message("new", Q, expiration=0))
+    done = q.dispatch(now_ms=200)
+    assert got == ["new"] and [e.message_id for e in done.expired] == ["old"]
+
+
+def test_auto_ack_consumer_settles_on_dispatch() -> None:
+    q = Queue(Q)
+    c, got = make_consumer(1, prefetch=2, auto_ack=True)
+    q.add_consumer(c)
+    fill(q, 5)
+    done = q.dispatch(0)
+    assert got == [f"m{i}" for i in range(5)]
+    assert len(done.settled) == 5 and not c.inflight

@@ -55,6 +55,9 @@ def connect(broker: BrokerProcess) -> Iterator[Callable[..., Client]]:
         clients.append(client)
         return client
 
+    mark = len(broker.log_lines)
     yield make
     for client in clients:
         client.close()
+    # Shown by pytest only when the test failed: what the broker logged meanwhile.
+    print("".join(broker.log_lines[mark:]))

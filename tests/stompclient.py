@@ -62,6 +62,7 @@ class Client:
         kwargs: dict[str, Any] = {"auto_decode": auto_decode}
         if version != "1.0":
             kwargs["heartbeats"] = heartbeats
+        self.version = version
         self.conn = classes[version]([address], **kwargs)
         self.listener = Collector()
         self.conn.set_listener("collector", self.listener)
@@ -119,14 +120,17 @@ class Client:
         return self.listener.messages.empty()
 
     def ack(self, message: Received, transaction: str | None = None) -> None:
-        self.conn.ack(
-            message.headers.get("ack", message.id), message.headers.get("subscription"), transaction
-        )
+        self._settle(self.conn.ack, message, transaction)
 
     def nack(self, message: Received, transaction: str | None = None) -> None:
-        self.conn.nack(
-            message.headers.get("ack", message.id), message.headers.get("subscription"), transaction
-        )
+        self._settle(self.conn.nack, message, transaction)
+
+    def _settle(self, verb: Any, message: Received, transaction: str | None) -> None:
+        # stomp.py's signatures differ: 1.1 names the subscription, 1.0 and 1.2 do not.
+        if self.version == "1.1":
+            verb(message.id, message.headers["subscription"], transaction=transaction)
+        else:
+            verb(message.headers.get("ack", message.id), transaction=transaction)
 
     def sync(self) -> None:
         """Round trip a receipt: everything sent before has been processed by the broker."""

@@ -3,6 +3,7 @@ closes, and every other client goes on (SPEC P1); heart-beats both ways."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -14,6 +15,14 @@ from brokers import BrokerProcess
 from stompclient import Client
 
 Connect = Callable[..., Client]
+
+
+def _unescape(line: str) -> str:
+    """Undo STOMP 1.2 escaping in a header value."""
+    name, _, value = line.partition(":")
+    table = {"n": "\n", "r": "\r", "c": ":", "\\": "\\"}
+    unescaped = re.sub(r"\\(.)", lambda m: table.get(m.group(1), m.group(0)), value)
+    return f"{name}:{unescaped}"
 
 
 class RawStomp:
@@ -40,7 +49,7 @@ class RawStomp:
                 raw, self.buffer = stripped[:end], stripped[end + 1 :]
                 head, _, body = raw.partition(b"\n\n")
                 lines = head.decode().split("\n")
-                headers = dict(line.split(":", 1) for line in lines[1:] if line)
+                headers = dict(_unescape(line).split(":", 1) for line in lines[1:] if line)
                 return lines[0], headers, body
             chunk = self.sock.recv(65536)
             if not chunk:

@@ -56,7 +56,7 @@ class Message:
     user_id: str | None = None
     redelivery_counter: int = 0
     original_destination: Destination | None = None
-    properties: Mapping[str, PropertyValue] = field(default=_EMPTY)
+    properties: Mapping[str, PropertyValue] = field(default_factory=lambda: _EMPTY)
 
     def is_expired(self, now_ms: int) -> bool:
         return self.expiration > 0 and now_ms >= self.expiration

@@ -1,0 +1,268 @@
+"""STOMP 1.0/1.1/1.2 frames: a sans-I/O parser and an encoder (h11's shape).
+
+Grammar (STOMP 1.2)::
+
+    frame   = command EOL *(header EOL) EOL *OCTET NUL *(EOL)
+    EOL     = [CR] LF
+    header  = name ":" value
+
+Feed bytes with ``receive_data`` and pull events with ``next_event``: a ``Frame``,
+``HEARTBEAT`` (one per bare EOL between frames: the peer is alive), or ``NEED_DATA``. The body
+is ``content-length`` bytes when that header is present (it may then contain NULs), else
+everything up to the first NUL. Header escaping (``\\\\ \\n \\c`` and in 1.2 ``\\r``) applies in
+1.1 and 1.2 but never to CONNECT/CONNECTED. Repeated headers keep their order; the first one
+counts.
+
+The buffer is capped: a header section over ``max_header_size``, more than ``max_headers``
+headers, or a frame over ``max_frame_size`` raise ``FrameTooLargeError`` as soon as the
+buffered bytes prove it, so a peer cannot make us buffer without bound. After any error the
+parser stays broken: the connection is to be closed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+from dovecote.core.errors import FrameTooLargeError, LocalProtocolError, RemoteProtocolError
+
+DEFAULT_MAX_FRAME_SIZE: Final = 64 * 1024 * 1024
+"""ActiveMQ's default maxFrameSize for STOMP is larger still; 64 MiB bounds memory per frame."""
+DEFAULT_MAX_HEADER_SIZE: Final = 64 * 1024
+"""Command plus headers; ActiveMQ allows 10 KiB per header line, a few of them in practice."""
+DEFAULT_MAX_HEADERS: Final = 1000
+"""ActiveMQ's maxHeaders default."""
+
+CLIENT_COMMANDS: Final = frozenset(
+    {"CONNECT", "STOMP", "SEND", "SUBSCRIBE", "UNSUBSCRIBE", "ACK", "NACK", "BEGIN", "COMMIT",
+     "ABORT", "DISCONNECT"}
+)  # fmt: skip
+SERVER_COMMANDS: Final = frozenset({"CONNECTED", "MESSAGE", "RECEIPT", "ERROR"})
+COMMANDS: Final = CLIENT_COMMANDS | SERVER_COMMANDS
+_UNESCAPED_COMMANDS: Final = frozenset({"CONNECT", "CONNECTED"})
+_BODY_COMMANDS: Final = frozenset({"SEND", "MESSAGE", "ERROR"})
+
+
+class _Event(Enum):
+    NEED_DATA = "NEED_DATA"
+    HEARTBEAT = "HEARTBEAT"
+
+
+NEED_DATA: Final = _Event.NEED_DATA
+HEARTBEAT: Final = _Event.HEARTBEAT
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    command: str
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return default
+
+    def header_dict(self) -> dict[str, str]:
+        result: dict[str, str] = {}
+        for key, value in self.headers:
+            result.setdefault(key, value)
+        return result
+
+
+_ESCAPES_11: Final = {"\\\\": "\\", "\\n": "\n", "\\c": ":"}
+_ESCAPES_12: Final = {**_ESCAPES_11, "\\r": "\r"}
+
+
+def _unescape(text: str, version: str) -> str:
+    if "\\" not in text:
+        return text
+    table = _ESCAPES_12 if version == "1.2" else _ESCAPES_11
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            pair = text[i : i + 2]
+            replacement = table.get(pair)
+            if replacement is None:
+                raise RemoteProtocolError(f"undefined escape sequence {pair!r} in header")
+            out.append(replacement)
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _escape(text: str, version: str) -> str:
+    text = text.replace("\\", "\\\\").replace("\n", "\\n").replace(":", "\\c")
+    if version == "1.2":
+        text = text.replace("\r", "\\r")
+    return text
+
+
+class FrameParser:
+    def __init__(
+        self,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
+        max_headers: int = DEFAULT_MAX_HEADERS,
+        version: str = "1.0",
+    ) -> None:
+        self.max_frame_size = max_frame_size
+        self.max_header_size = max_header_size
+        self.max_headers = max_headers
+        self.version = version
+        self._buffer = bytearray()
+        self._scan_from = 0  # where the search for the end of headers resumes
+        self._pending: tuple[str, tuple[tuple[str, str], ...], int, int | None] | None = None
+        self._error: RemoteProtocolError | None = None
+        self._eof = False
+
+    def receive_data(self, data: bytes) -> None:
+        if data:
+            self._buffer += data
+        else:
+            self._eof = True
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def next_event(self) -> Frame | _Event:
+        if self._error is not None:
+            raise RemoteProtocolError(f"connection already failed: {self._error}")
+        try:
+            return self._next()
+        except RemoteProtocolError as exc:
+            self._error = exc
+            raise
+
+    def _next(self) -> Frame | _Event:
+        buf = self._buffer
+        if self._pending is None:
+            # Bare EOLs between frames are heart-beats.
+            if buf[:1] == b"\n":
+                del buf[:1]
+                return HEARTBEAT
+            if buf[:2] == b"\r\n":
+                del buf[:2]
+                return HEARTBEAT
+            if buf[:1] == b"\r" and len(buf) == 1:
+                return self._need_data()
+            if not buf:
+                return self._need_data()
+            self._parse_head()
+            if self._pending is None:
+                return self._need_data()
+        return self._parse_body()
+
+    def _need_data(self) -> _Event:
+        if self._eof and self._buffer.strip(b"\r\n"):
+            raise RemoteProtocolError("connection closed in the middle of a frame")
+        return NEED_DATA
+
+    def _parse_head(self) -> None:
+        buf = self._buffer
+        start = max(self._scan_from - 3, 0)
+        end = buf.find(b"\n\n", start)
+        end_crlf = buf.find(b"\n\r\n", start)
+        if end_crlf >= 0 and (end < 0 or end_crlf < end):
+            head_end, body_start = end_crlf, end_crlf + 3
+        elif end >= 0:
+            head_end, body_start = end, end + 2
+        else:
+            # A NUL before any blank line: a frame with no headers and no blank line is
+            # malformed, but "COMMAND\n\0" style frames appear from sloppy clients.
+            if len(buf) > self.max_header_size:
+                raise FrameTooLargeError(len(buf), self.max_header_size)
+            self._scan_from = len(buf)
+            return
+        if head_end > self.max_header_size:
+            raise FrameTooLargeError(head_end, self.max_header_size)
+        self._scan_from = 0
+        try:
+            head = bytes(buf[:head_end]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise RemoteProtocolError("frame command or headers are not valid UTF-8") from None
+        lines = head.split("\n")
+        command = lines[0].rstrip("\r")
+        if command not in COMMANDS:
+            raise RemoteProtocolError(f"unknown STOMP command {command[:40]!r}")
+        if len(lines) - 1 > self.max_headers:
+            raise FrameTooLargeError(len(lines) - 1, self.max_headers)
+        escaped = self.version != "1.0" and command not in _UNESCAPED_COMMANDS
+        headers: list[tuple[str, str]] = []
+        for line in lines[1:]:
+            if line.endswith("\r"):
+                line = line[:-1]
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise RemoteProtocolError(f"header line without a colon: {line[:60]!r}")
+            if escaped:
+                name, value = _unescape(name, self.version), _unescape(value, self.version)
+            headers.append((name, value))
+        length: int | None = None
+        for name, value in headers:
+            if name == "content-length":
+                length = _content_length(value)
+                if body_start + length + 1 > self.max_frame_size:
+                    raise FrameTooLargeError(body_start + length + 1, self.max_frame_size)
+                break
+        del buf[:body_start]
+        self._pending = (command, tuple(headers), body_start, length)
+
+    def _parse_body(self) -> Frame | _Event:
+        assert self._pending is not None
+        command, headers, head_size, length = self._pending
+        buf = self._buffer
+        if length is not None:
+            if len(buf) < length + 1:
+                return self._need_data()
+            if buf[length] != 0:
+                raise RemoteProtocolError(
+                    f"frame body is not followed by NUL after content-length {length}"
+                )
+            body = bytes(buf[:length])
+            del buf[: length + 1]
+        else:
+            nul = buf.find(b"\x00", self._scan_from)
+            size = head_size + (len(buf) if nul < 0 else nul + 1)
+            if size > self.max_frame_size:
+                raise FrameTooLargeError(size, self.max_frame_size)
+            if nul < 0:
+                self._scan_from = len(buf)
+                return self._need_data()
+            body = bytes(buf[:nul])
+            del buf[: nul + 1]
+        self._scan_from = 0
+        self._pending = None
+        return Frame(command, headers, body)
+
+
+def _content_length(text: str) -> int:
+    text = text.strip()
+    if not text.isdigit():
+        raise RemoteProtocolError(f"invalid content-length {text!r}")
+    return int(text)
+
+
+def encode_frame(frame: Frame, version: str = "1.2") -> bytes:
+    """Serialise a frame. SEND, MESSAGE and ERROR bodies get a content-length."""
+    escaped = version != "1.0" and frame.command not in _UNESCAPED_COMMANDS
+    lines = [frame.command]
+    has_length = False
+    for name, value in frame.headers:
+        if name == "content-length":
+            has_length = True
+        if escaped:
+            name, value = _escape(name, version), _escape(value, version)
+        elif "\n" in value or "\n" in name:
+            raise LocalProtocolError(f"header {name!r} has a newline, which STOMP 1.0 cannot carry")
+        lines.append(f"{name}:{value}")
+    if frame.body and not has_length and frame.command in _BODY_COMMANDS:
+        lines.append(f"content-length:{len(frame.body)}")
+    return "\n".join(lines).encode("utf-8") + b"\n\n" + frame.body + b"\x00"

@@ -1,0 +1,94 @@
+"""The ``dovecote`` command as a user runs it: help, the embedded defaults, config errors,
+and a clean stop on SIGTERM and Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from brokers import running_broker
+
+DOVECOTE = [sys.executable, "-m", "dovecote"]
+
+
+def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*DOVECOTE, *args], capture_output=True, text=True, timeout=60, cwd=cwd, check=False
+    )
+
+
+def test_help_lists_the_broker_command() -> None:
+    result = _run("--help")
+    assert result.returncode == 0
+    assert "broker" in result.stdout
+    assert "ActiveMQ" in result.stdout
+
+
+def test_broker_help_names_its_options() -> None:
+    result = _run("broker", "--help")
+    assert result.returncode == 0
+    assert "--config" in result.stdout
+
+
+def test_invalid_config_is_refused_naming_the_key(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[stomp]\nport = 'high'\n")
+    result = _run("broker", "--config", str(cfg))
+    assert result.returncode == 2
+    assert "stomp.port" in result.stderr
+
+
+def test_unknown_config_key_is_refused(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[stomp]\nprot = 1\n")
+    result = _run("broker", "--config", str(cfg))
+    assert result.returncode == 2
+    assert "stomp.prot" in result.stderr
+
+
+def test_missing_config_file_is_refused(tmp_path: Path) -> None:
+    result = _run("broker", "--config", str(tmp_path / "none.toml"))
+    assert result.returncode == 2
+    assert "none.toml" in result.stderr
+
+
+def _stomp_connect(port: int) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"CONNECT\naccept-version:1.2\nhost:x\n\n\x00")
+        return sock.recv(4096)
+
+
+def test_embedded_defaults_listen_on_61613_and_sigterm_stops_cleanly(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [*DOVECOTE, "broker"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("dovecote ready: stomp=127.0.0.1:61613")
+        assert _stomp_connect(61613).startswith(b"CONNECTED")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert "stopped" in (proc.stderr.read() if proc.stderr else "")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_ctrl_c_stops_cleanly() -> None:
+    with running_broker() as broker:
+        assert _stomp_connect(broker.stomp_port).startswith(b"CONNECTED")
+        broker.process.send_signal(signal.SIGINT)
+        assert broker.process.wait(timeout=20) == 0
+        deadline = time.monotonic() + 5
+        while "stopped" not in broker.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "stopped" in broker.log_text()

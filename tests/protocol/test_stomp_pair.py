@@ -1,0 +1,144 @@
+"""The STOMP converter and the broker paired in memory (no sockets), h11's ConnectionPair
+style: frames in, frames out, through the real broker and memory store."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from dovecote.broker.broker import Broker
+from dovecote.broker.policy import BrokerSettings
+from dovecote.core.errors import DovecoteError, RemoteProtocolError, UnknownSubscriptionError
+from dovecote.core.ids import ConnectionId
+from dovecote.protocol.stomp import Frame
+from dovecote.protocol.stomp.converter import StompConverter
+from dovecote.store.memory import MemoryPersistenceAdapter
+
+
+class Client:
+    """One converter wired to the broker; ``out`` collects every frame sent to the client."""
+
+    def __init__(self, broker: Broker, name: str) -> None:
+        self.broker = broker
+        self.converter = StompConverter(ConnectionId(f"ID:{name}"))
+        self.out: list[Frame] = []
+
+    async def frame(self, command: str, body: bytes = b"", **headers: str) -> None:
+        hdrs = tuple((k.replace("_", "-"), v) for k, v in headers.items())
+        request = self.converter.on_frame(Frame(command, hdrs, body))
+        if request.connect is not None:
+            self.broker.add_connection(request.connect, self._dispatch)
+        for cmd in request.commands:
+            await self.broker.process(self.converter.connection_id, cmd)
+        if request.reply is not None:
+            self.out.append(request.reply)
+
+    def _dispatch(self, dispatch: object) -> None:
+        frame = self.converter.on_dispatch(dispatch)  # type: ignore[arg-type]
+        if frame is not None:
+            self.out.append(frame)
+
+    def messages(self) -> list[Frame]:
+        got = [f for f in self.out if f.command == "MESSAGE"]
+        self.out = [f for f in self.out if f.command != "MESSAGE"]
+        return got
+
+
+@pytest.fixture
+async def broker() -> AsyncIterator[Broker]:
+    b = Broker(BrokerSettings(expire_messages_period_ms=0), MemoryPersistenceAdapter())
+    await b.start()
+    yield b
+    await b.stop()
+
+
+async def connected(broker: Broker, name: str, version: str = "1.2", **headers: str) -> Client:
+    client = Client(broker, name)
+    await client.frame("CONNECT", accept_version=version, host="x", **headers)
+    assert client.out.pop().command == "CONNECTED"
+    return client
+
+
+async def test_connect_negotiates_the_highest_common_version(broker: Broker) -> None:
+    client = Client(broker, "c")
+    await client.frame("CONNECT", accept_version="1.0,1.1", host="x", heart_beat="0,0")
+    connected_frame = client.out[-1]
+    assert connected_frame.get("version") == "1.1"
+    assert connected_frame.get("heart-beat") == "0,0"
+
+
+async def test_send_receive_maps_headers(broker: Broker) -> None:
+    client = await connected(broker, "c")
+    await client.frame("SUBSCRIBE", destination="/queue/a", id="1", ack="client")
+    await client.frame("SEND", b"hi", destination="/queue/a", persistent="true", color="red")
+    (message,) = client.messages()
+    assert message.body == b"hi"
+    assert message.get("persistent") == "true"
+    assert message.get("color") == "red"
+    assert message.get("ack") == message.get("message-id")
+    assert message.get("subscription") == "1"
+
+
+async def test_receipt_follows_commands(broker: Broker) -> None:
+    client = await connected(broker, "c")
+    await client.frame("SEND", b"x", destination="/queue/a", receipt="r1")
+    assert client.out[-1] == Frame("RECEIPT", (("receipt-id", "r1"),))
+
+
+async def test_nack_is_not_in_stomp_1_0(broker: Broker) -> None:
+    client = await connected(broker, "c", version="1.0")
+    with pytest.raises(RemoteProtocolError, match="NACK"):
+        await client.frame("NACK", message_id="x")
+
+
+async def test_ack_of_an_unknown_message_names_it(broker: Broker) -> None:
+    client = await connected(broker, "c")
+    await client.frame("SUBSCRIBE", destination="/queue/a", id="1", ack="client")
+    with pytest.raises(UnknownSubscriptionError, match="ID:none"):
+        await client.frame("ACK", id="ID:none")
+
+
+async def test_ack_on_an_auto_subscription_is_refused(broker: Broker) -> None:
+    client = await connected(broker, "c")
+    await client.frame("SUBSCRIBE", destination="/queue/a", id="1")
+    await client.frame("SEND", b"x", destination="/queue/a")
+    (message,) = client.messages()
+    with pytest.raises(UnknownSubscriptionError):
+        await client.frame("ACK", id=message.get("ack") or "")
+
+
+async def test_error_frame_names_the_problem_and_the_receipt(broker: Broker) -> None:
+    client = await connected(broker, "c")
+    frame = Frame("COMMIT", (("transaction", "t9"), ("receipt", "r9")))
+    try:
+        client.converter.on_frame(frame)
+    except DovecoteError as exc:
+        error = client.converter.error_frame(exc, frame)
+    assert error.command == "ERROR"
+    assert "t9" in (error.get("message") or "")
+    assert error.get("receipt-id") == "r9"
+
+
+async def test_client_ack_settles_everything_up_to_the_acked_message(broker: Broker) -> None:
+    client = await connected(broker, "c")
+    await client.frame("SUBSCRIBE", destination="/queue/a", id="1", ack="client")
+    for i in range(3):
+        await client.frame("SEND", f"m{i}".encode(), destination="/queue/a")
+    got = client.messages()
+    await client.frame("ACK", id=got[1].get("ack") or "")
+    assert broker.queues[next(iter(broker.queues))].size() == 1
+
+
+async def test_temp_queue_names_are_private_to_the_connection(broker: Broker) -> None:
+    owner = await connected(broker, "owner")
+    await owner.frame("SUBSCRIBE", destination="/temp-queue/r", id="1")
+    await owner.frame("SEND", b"q", destination="/queue/work", reply_to="/temp-queue/r")
+    worker = await connected(broker, "worker")
+    await worker.frame("SUBSCRIBE", destination="/queue/work", id="1")
+    (request,) = worker.messages()
+    reply_to = request.get("reply-to") or ""
+    assert reply_to.startswith("/remote-temp-queue/")
+    await worker.frame("SEND", b"a", destination=reply_to)
+    (reply,) = owner.messages()
+    assert reply.get("destination") == "/temp-queue/r"

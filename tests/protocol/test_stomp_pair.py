@@ -127,7 +127,7 @@ async def test_client_ack_settles_everything_up_to_the_acked_message(broker: Bro
         await client.frame("SEND", f"m{i}".encode(), destination="/queue/a")
     got = client.messages()
     await client.frame("ACK", id=got[1].get("ack") or "")
-    assert broker.queues[next(iter(broker.queues))].size() == 1
+    assert broker.regions.queues[next(iter(broker.regions.queues))].size() == 1
 
 
 async def test_temp_queue_names_are_private_to_the_connection(broker: Broker) -> None:

@@ -1,13 +1,14 @@
-"""The broker: destinations, subscriptions, dispatch, acks, transactions, dead letters.
+"""The broker: connections, consumers, acks and transactions, over the regions.
 
 Protocol adapters register a connection with a sink for dispatches, then feed it core
 commands through ``process``, one at a time per connection, awaiting each: a persistent
 send returns only once the store holds it (SPEC M7), so the adapter's receipt or response
 follows. Everything runs on one asyncio loop; no locks.
 
-Ownership is a tree: the broker owns queues and topic subscriptions, which own their pending
-entries; consumers own what is in flight to them. ``_consumers`` is an index from consumer id
-to where that consumer draws from, not a second owner.
+Ownership is a tree: the broker owns the ``Regions`` (queues and topic subscriptions, which
+own their pending entries) and the connection states; consumers own what is in flight to
+them. ``_consumers`` is an index from consumer id to where that consumer draws from, not a
+second owner.
 """
 
 from __future__ import annotations
@@ -15,10 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import replace
-from itertools import count
+from collections.abc import Callable
 
 from dovecote.broker.connection import (
     ConnectionState,
@@ -27,9 +25,10 @@ from dovecote.broker.connection import (
     Origin,
     TransactedAck,
 )
-from dovecote.broker.consumer import Consumer, Dispatched, DispatchSink, Entry
+from dovecote.broker.consumer import Consumer, DispatchSink, Entry
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.queue import Queue
+from dovecote.broker.regions import Regions, now_ms
 from dovecote.broker.topic import TopicSubscription
 from dovecote.core.commands import (
     AckType,
@@ -48,7 +47,7 @@ from dovecote.core.commands import (
     TransactionInfo,
     TransactionType,
 )
-from dovecote.core.destinations import Destination, destination_matches
+from dovecote.core.destinations import Destination
 from dovecote.core.errors import (
     BrokerError,
     InvalidDestinationError,
@@ -56,27 +55,16 @@ from dovecote.core.errors import (
     UnknownTransactionError,
 )
 from dovecote.core.ids import ConnectionId, ConsumerId, IdGenerator, ProducerId, SessionId
-from dovecote.core.message import Message
 from dovecote.store.api import (
-    AckSubscription,
-    AddMessage,
     AddSubscription,
     DurableSubscription,
     PersistenceAdapter,
     RemoveDestination,
-    RemoveMessage,
     RemoveSubscription,
     StoreOp,
-    UpdateRedelivery,
 )
 
 log = logging.getLogger("dovecote.broker")
-
-DLQ_CAUSE_PROPERTY = "dlqDeliveryFailureCause"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Broker:
@@ -84,22 +72,17 @@ class Broker:
         self,
         settings: BrokerSettings,
         store: PersistenceAdapter,
-        clock: Callable[[], int] = _now_ms,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.settings = settings
         self.store = store
-        self._clock = clock
+        self.regions = Regions(settings, store, clock)
         self.ids = IdGenerator()
         self._connections: dict[ConnectionId, ConnectionState] = {}
         self._client_ids: dict[str, ConnectionId] = {}
-        self.queues: dict[Destination, Queue] = {}
-        self._topic_subs: dict[Destination, list[TopicSubscription]] = {}
-        self._wildcard_subs: list[TopicSubscription] = []
-        self.durables: dict[tuple[str, str], TopicSubscription] = {}
         self._consumers: dict[ConsumerId, ConsumerRecord] = {}
         self._pull_timers: dict[ConsumerId, asyncio.TimerHandle] = {}
         self._temp_owners: dict[Destination, ConnectionId] = {}
-        self._topic_seq = count(1)
         self._sweeper: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -107,16 +90,7 @@ class Broker:
     async def start(self) -> None:
         await self.store.start()
         recovered = self.store.recover()
-        for destination, messages in recovered.queues.items():
-            queue = self._queue(destination)
-            for message in messages:
-                queue.enqueue(message)
-        for item in recovered.subscriptions:
-            sub = self._add_topic_subscription(
-                TopicSubscription(item.subscription.destination, durable=item.subscription)
-            )
-            for message in item.pending:
-                sub.offer(Entry(message, next(self._topic_seq)))
+        self.regions.load(recovered)
         log.info(
             "recovered %d queues and %d durable subscriptions",
             len(recovered.queues),
@@ -159,7 +133,7 @@ class Broker:
         for transaction_id in list(state.transactions):
             await self._rollback(state.transactions.pop(transaction_id), redeliver=True)
         for origin, entries in returned:
-            await self._redeliver(origin, entries)
+            await self.regions.redeliver(origin, entries)
         for destination in list(state.temp_destinations):
             await self._remove_destination(destination)
 
@@ -211,12 +185,6 @@ class Broker:
 
     # -- destinations ----------------------------------------------------------------------
 
-    def _queue(self, destination: Destination) -> Queue:
-        queue = self.queues.get(destination)
-        if queue is None:
-            queue = self.queues[destination] = Queue(destination)
-        return queue
-
     def _check_usable(self, destination: Destination) -> None:
         if destination.is_temporary and destination not in self._temp_owners:
             raise InvalidDestinationError(
@@ -226,7 +194,7 @@ class Broker:
     def _add_temp_destination(self, state: ConnectionState, destination: Destination) -> None:
         if not destination.is_temporary:
             if destination.is_queue:
-                self._queue(destination)
+                self.regions.queue(destination)
             return
         owner = self._temp_owners.setdefault(destination, state.info.connection_id)
         if owner != state.info.connection_id:
@@ -237,42 +205,15 @@ class Broker:
         owner = self._temp_owners.pop(destination, None)
         if owner is not None and owner in self._connections:
             self._connections[owner].temp_destinations.discard(destination)
-        queue = self.queues.pop(destination, None)
+        queue = self.regions.queues.pop(destination, None)
         if queue is not None:
             for consumer in list(queue.consumers):
                 self._consumers.pop(consumer.info.consumer_id, None)
                 self._cancel_pull_timer(consumer.info.consumer_id)
             await self.store.write([RemoveDestination(destination)])
-        for sub in self._topic_subs.pop(destination, []):
+        for sub in self.regions.topic_subs.pop(destination, []):
             if sub.consumer is not None:
                 self._consumers.pop(sub.consumer.info.consumer_id, None)
-
-    def topic_subscriptions(self, destination: Destination) -> list[TopicSubscription]:
-        """The subscriptions a message sent to ``destination`` reaches."""
-        subs = list(self._topic_subs.get(destination, ()))
-        subs.extend(
-            s for s in self._wildcard_subs if destination_matches(s.destination, destination)
-        )
-        return subs
-
-    def _add_topic_subscription(self, sub: TopicSubscription) -> TopicSubscription:
-        if sub.destination.is_wildcard:
-            self._wildcard_subs.append(sub)
-        else:
-            self._topic_subs.setdefault(sub.destination, []).append(sub)
-        if sub.durable is not None:
-            self.durables[(sub.durable.client_id, sub.durable.name)] = sub
-        return sub
-
-    def _drop_topic_subscription(self, sub: TopicSubscription) -> None:
-        if sub.destination.is_wildcard:
-            self._wildcard_subs.remove(sub)
-        else:
-            subs = self._topic_subs.get(sub.destination, [])
-            if sub in subs:
-                subs.remove(sub)
-        if sub.key is not None:
-            self.durables.pop(sub.key, None)
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -283,61 +224,7 @@ class Broker:
         if command.transaction_id is not None:
             self._transaction_of(state, command).sends.append(message)
             return
-        await self._route([message])
-
-    async def _route(self, messages: Iterable[Message], extra_ops: Iterable[StoreOp] = ()) -> None:
-        """Store (persistent ones, in one batch) and then deliver messages to destinations."""
-        ops: list[StoreOp] = list(extra_ops)
-        to_queues: list[Message] = []
-        to_topics: list[tuple[Message, list[TopicSubscription]]] = []
-        for original in messages:
-            for destination in original.destination.components():
-                message = original
-                if destination != original.destination:
-                    message = replace(original, destination=destination)
-                if destination.is_queue:
-                    to_queues.append(message)
-                    if message.persistent:
-                        ops.append(AddMessage(message))
-                    continue
-                subs = [s for s in self.topic_subscriptions(destination) if s.matches(message)]
-                to_topics.append((message, subs))
-                if message.persistent:
-                    ops.extend(self._durable_topic_ops(message, subs))
-        if ops:
-            await self.store.write(ops)
-        # Enqueue everything first, then dispatch each destination once.
-        queues: dict[Destination, Queue] = {}
-        for message in to_queues:
-            queue = queues.get(message.destination) or self._queue(message.destination)
-            queues[message.destination] = queue
-            queue.enqueue(message)
-        touched: dict[int, TopicSubscription] = {}
-        for message, subs in to_topics:
-            for sub in subs:
-                dropped = sub.offer(Entry(message, next(self._topic_seq)))
-                if dropped is not None:
-                    log.debug("pending limit dropped %s on %s", dropped.message_id, sub.destination)
-                touched[id(sub)] = sub
-        for queue in queues.values():
-            await self._dispatch_queue(queue)
-        for sub in touched.values():
-            await self._dispatch_sub(sub)
-
-    def _durable_topic_ops(
-        self, message: Message, matching: list[TopicSubscription]
-    ) -> list[StoreOp]:
-        """Store a persistent topic message if a durable subscription needs it; the durable
-        subscriptions whose selector skips it ack it at once (ActiveMQ's UNMATCHED ack)."""
-        durables = [s for s in self.topic_subscriptions(message.destination) if s.durable]
-        if not any(s in matching for s in durables):
-            return []
-        ops: list[StoreOp] = [AddMessage(message)]
-        for sub in durables:
-            if sub not in matching and sub.durable is not None:
-                d = sub.durable
-                ops.append(AckSubscription(d.destination, d.client_id, d.name, message.message_id))
-        return ops
+        await self.regions.route([message])
 
     # -- consumers -------------------------------------------------------------------------
 
@@ -360,7 +247,7 @@ class Broker:
             await self._browse(consumer)
             record = ConsumerRecord(consumer, None)
         elif destination.is_queue:
-            queue = self._queue(destination)
+            queue = self.regions.queue(destination)
             queue.add_consumer(consumer)
             record = ConsumerRecord(consumer, queue)
         elif info.subscription_name:
@@ -370,10 +257,10 @@ class Broker:
             sub = TopicSubscription(
                 destination, consumer, pending_limit=policy.pending_message_limit
             )
-            record = ConsumerRecord(consumer, self._add_topic_subscription(sub))
+            record = ConsumerRecord(consumer, self.regions.add_topic_subscription(sub))
         self._consumers[info.consumer_id] = record
         state.consumers.add(info.consumer_id)
-        await self._dispatch_origin(record.origin)
+        await self.regions.dispatch(record.origin)
 
     async def _attach_durable(
         self, state: ConnectionState, consumer: Consumer
@@ -386,7 +273,7 @@ class Broker:
         wanted = DurableSubscription(
             state.client_id, info.subscription_name, info.destination, info.selector, info.no_local
         )
-        sub = self.durables.get(key)
+        sub = self.regions.durables.get(key)
         if sub is not None and sub.consumer is not None:
             raise BrokerError(f"durable subscription {key[1]!r} of {key[0]!r} is already active")
         if sub is not None and sub.durable != wanted:
@@ -395,23 +282,25 @@ class Broker:
             sub = None
         if sub is None:
             await self.store.write([AddSubscription(wanted)])
-            sub = self._add_topic_subscription(TopicSubscription(info.destination, durable=wanted))
+            sub = self.regions.add_topic_subscription(
+                TopicSubscription(info.destination, durable=wanted)
+            )
         sub.consumer = consumer
         return sub
 
     async def _remove_durable(self, client_id: str, name: str) -> None:
-        sub = self.durables.get((client_id, name))
+        sub = self.regions.durables.get((client_id, name))
         if sub is None:
             raise UnknownSubscriptionError(f"no durable subscription {name!r} for {client_id!r}")
         if sub.consumer is not None:
             raise BrokerError(f"durable subscription {name!r} is in use")
-        self._drop_topic_subscription(sub)
+        self.regions.drop_topic_subscription(sub)
         assert sub.durable is not None
         await self.store.write([RemoveSubscription(sub.durable.destination, client_id, name)])
 
     async def _remove_consumer(self, state: ConnectionState, consumer_id: ConsumerId) -> None:
         origin, returned = self._detach_consumer(state, consumer_id)
-        await self._redeliver(origin, returned)
+        await self.regions.redeliver(origin, returned)
 
     def _detach_consumer(
         self, state: ConnectionState, consumer_id: ConsumerId
@@ -436,49 +325,26 @@ class Broker:
         else:
             returned = origin.detach()
             if origin.durable is None:
-                self._drop_topic_subscription(origin)
+                self.regions.drop_topic_subscription(origin)
                 return origin, []  # a non-durable subscription's messages go with it
         return origin, [e for e in returned if e.message_id not in held]
 
     async def _browse(self, consumer: Consumer) -> None:
         destination = consumer.info.destination
-        if destination.is_queue and destination in self.queues:
-            now = self._clock()
-            for message in self.queues[destination].browse():
+        if destination.is_queue and destination in self.regions.queues:
+            now = self.regions.clock()
+            for message in self.regions.queues[destination].browse():
                 if not message.is_expired(now) and consumer.matches(message):
                     consumer.sink(MessageDispatch(consumer.info.consumer_id, message))
         consumer.sink(MessageDispatch(consumer.info.consumer_id, None))
 
     # -- dispatch --------------------------------------------------------------------------
 
-    async def _dispatch_origin(self, origin: Origin) -> None:
-        match origin:
-            case Queue():
-                await self._dispatch_queue(origin)
-            case TopicSubscription():
-                await self._dispatch_sub(origin)
-
-    async def _dispatch_queue(self, queue: Queue) -> None:
-        await self._settle_dispatched(queue, queue.dispatch(self._clock()))
-
-    async def _dispatch_sub(self, sub: TopicSubscription) -> None:
-        await self._settle_dispatched(sub, sub.dispatch(self._clock()))
-
-    async def _settle_dispatched(self, origin: Queue | TopicSubscription, done: Dispatched) -> None:
-        if done.settled:
-            if isinstance(origin, Queue):
-                origin.stats.dequeued += len(done.settled)
-            ops = self._consume_ops(origin, done.settled)
-            if ops:
-                await self.store.write(ops)
-        if done.expired:
-            await self._expire(origin, done.expired)
-
     async def _pull(self, pull: MessagePull) -> None:
         record = self._record(pull.consumer_id)
         consumer = record.consumer
         consumer.pulls += 1
-        await self._dispatch_origin(record.origin)
+        await self.regions.dispatch(record.origin)
         if consumer.pulls == 0:
             return
         if pull.timeout < 0:
@@ -525,130 +391,32 @@ class Broker:
                     consumer.free_window(entries)
                     tx.acks.append(TransactedAck(record, entries))
                 else:
-                    await self.store.write(self._consume_ops(origin, entries))
+                    await self.store.write(self.regions.consume_ops(origin, entries))
                     consumer.settle(entries)
                     if isinstance(origin, Queue):
                         origin.stats.dequeued += len(entries)
             case AckType.POISON:
                 cause = ack.poison_cause or "poison ack from the consumer"
                 consumer.settle(entries)
-                await self._dead_letter(origin, entries, cause)
+                await self.regions.dead_letter(origin, entries, cause)
             case AckType.REDELIVERED:
                 for entry in entries:
                     entry.redelivery_counter += 1
             case AckType.EXPIRED:
                 consumer.settle(entries)
-                await self._expire(origin, entries)
-        await self._dispatch_origin(origin)
-
-    def _consume_ops(
-        self, origin: Queue | TopicSubscription, entries: list[Entry]
-    ) -> list[StoreOp]:
-        ops: list[StoreOp] = []
-        for entry in entries:
-            message = entry.message
-            if not message.persistent:
-                continue
-            if isinstance(origin, Queue):
-                ops.append(RemoveMessage(origin.destination, message.message_id))
-            elif origin.durable is not None:
-                d = origin.durable
-                ops.append(AckSubscription(d.destination, d.client_id, d.name, message.message_id))
-        return ops
+                await self.regions.expire(origin, entries)
+        await self.regions.dispatch(origin)
 
     # -- redelivery, expiry, dead letters --------------------------------------------------
-
-    async def _redeliver(self, origin: Origin, entries: list[Entry]) -> None:
-        """Return entries for redelivery with their counter raised (SPEC R1); past the
-        policy's limit they go to the dead-letter queue instead (R2)."""
-        if not entries or origin is None:
-            return
-        limit = self.settings.policies.for_destination(entries[0].message.destination)
-        back: list[Entry] = []
-        dead: list[Entry] = []
-        ops: list[StoreOp] = []
-        for entry in entries:
-            entry.redelivery_counter += 1
-            if 0 <= limit.maximum_redeliveries < entry.redelivery_counter:
-                dead.append(entry)
-                continue
-            back.append(entry)
-            message = entry.message
-            if message.persistent:
-                ops.append(
-                    UpdateRedelivery(
-                        message.destination, message.message_id, entry.redelivery_counter
-                    )
-                )
-        if ops:
-            await self.store.write(ops)
-        origin.requeue(back)
-        if dead:
-            cause = f"redelivery count {dead[0].redelivery_counter} exceeded the maximum"
-            await self._dead_letter(origin, dead, cause)
-        await self._dispatch_origin(origin)
-
-    async def _expire(self, origin: Queue | TopicSubscription, entries: list[Entry]) -> None:
-        """Expired messages are never delivered (SPEC R4): to the DLQ or dropped."""
-        if isinstance(origin, Queue):
-            origin.stats.expired += len(entries)
-        await self._dead_letter(origin, entries, "message expired", expired=True)
-
-    async def _dead_letter(
-        self,
-        origin: Queue | TopicSubscription,
-        entries: list[Entry],
-        cause: str,
-        expired: bool = False,
-    ) -> None:
-        """Remove entries from their origin, copying those the policy keeps to its DLQ."""
-        ops = self._consume_ops(origin, entries)
-        copies: list[Message] = []
-        for entry in entries:
-            message = entry.message
-            strategy = self.settings.policies.for_destination(message.destination).dead_letter
-            target = strategy.dead_letter_destination(message.destination)
-            if target == message.destination or not strategy.wants(message.persistent, expired):
-                log.info(
-                    "discarding %s from %s: %s", message.message_id, message.destination, cause
-                )
-                continue
-            properties = dict(message.properties)
-            properties[DLQ_CAUSE_PROPERTY] = cause
-            copies.append(
-                replace(
-                    message,
-                    destination=target,
-                    original_destination=message.destination,
-                    expiration=0 if expired else message.expiration,
-                    redelivery_counter=entry.redelivery_counter,
-                    properties=properties,
-                )
-            )
-        if isinstance(origin, Queue):
-            origin.stats.dequeued += len(entries)
-        await self._route(copies, extra_ops=ops)
 
     async def _sweep_expired_forever(self) -> None:
         period = self.settings.expire_messages_period_ms / 1000
         while True:
             await asyncio.sleep(period)
             try:
-                await self.sweep_expired()
+                await self.regions.sweep_expired()
             except Exception:  # the sweep must go on; the failure is logged with its trace
                 log.exception("expiry sweep failed")
-
-    async def sweep_expired(self) -> None:
-        now = self._clock()
-        for queue in list(self.queues.values()):
-            expired = queue.remove_pending(lambda e: e.message.is_expired(now))
-            if expired:
-                await self._expire(queue, expired)
-        for subs in [*self._topic_subs.values(), self._wildcard_subs]:
-            for sub in list(subs):
-                expired = sub.remove_pending(now)
-                if expired:
-                    await self._expire(sub, expired)
 
     # -- transactions ----------------------------------------------------------------------
 
@@ -681,13 +449,13 @@ class Broker:
         ops: list[StoreOp] = []
         for ack in tx.acks:
             if ack.record.origin is not None:
-                ops.extend(self._consume_ops(ack.record.origin, ack.entries))
-        await self._route(tx.sends, extra_ops=ops)
+                ops.extend(self.regions.consume_ops(ack.record.origin, ack.entries))
+        await self.regions.route(tx.sends, extra_ops=ops)
         for ack in tx.acks:
             ack.record.consumer.settle(ack.entries)
             if isinstance(ack.record.origin, Queue):
                 ack.record.origin.stats.dequeued += len(ack.entries)
-            await self._dispatch_origin(ack.record.origin)
+            await self.regions.dispatch(ack.record.origin)
 
     async def _rollback(self, tx: LocalTransaction, redeliver: bool) -> None:
         for ack in tx.acks:
@@ -697,9 +465,9 @@ class Broker:
             live = consumer.info.consumer_id in self._consumers
             if not live:
                 # The consumer is gone; its acked messages were held back for this moment.
-                await self._redeliver(origin, ack.entries)
+                await self.regions.redeliver(origin, ack.entries)
             elif redeliver:
-                await self._redeliver(origin, consumer.take_back(ack.entries))
+                await self.regions.redeliver(origin, consumer.take_back(ack.entries))
             else:
                 # The client redelivers these itself; they stay in flight to it.
                 consumer.restore_window(ack.entries)

@@ -1,0 +1,277 @@
+"""The broker's destinations: queues and topic subscriptions, and everything that moves
+messages between them: routing a send (store first, then enqueue and dispatch), settling
+what dispatch settled, redelivery with its limit, expiry and the dead-letter queues.
+
+The broker owns one ``Regions`` (ActiveMQ calls these the queue and topic regions); the
+regions own the destinations, which own their pending entries. Nothing here knows about
+connections or protocols.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from itertools import count
+
+from dovecote.broker.connection import Origin
+from dovecote.broker.consumer import Dispatched, Entry
+from dovecote.broker.policy import BrokerSettings
+from dovecote.broker.queue import Queue
+from dovecote.broker.topic import TopicSubscription
+from dovecote.core.destinations import Destination, destination_matches
+from dovecote.core.message import Message
+from dovecote.store.api import (
+    AckSubscription,
+    AddMessage,
+    PersistenceAdapter,
+    RecoveredState,
+    RemoveMessage,
+    StoreOp,
+    UpdateRedelivery,
+)
+
+log = logging.getLogger("dovecote.broker")
+
+DLQ_CAUSE_PROPERTY = "dlqDeliveryFailureCause"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Regions:
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        store: PersistenceAdapter,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.clock = clock
+        self.queues: dict[Destination, Queue] = {}
+        self.topic_subs: dict[Destination, list[TopicSubscription]] = {}
+        self.wildcard_subs: list[TopicSubscription] = []
+        self.durables: dict[tuple[str, str], TopicSubscription] = {}
+        self._topic_seq = count(1)
+
+    def load(self, recovered: RecoveredState) -> None:
+        """Fill the destinations from what the store recovered at start."""
+        for destination, messages in recovered.queues.items():
+            queue = self.queue(destination)
+            for message in messages:
+                queue.enqueue(message)
+        for item in recovered.subscriptions:
+            sub = self.add_topic_subscription(
+                TopicSubscription(item.subscription.destination, durable=item.subscription)
+            )
+            for message in item.pending:
+                sub.offer(Entry(message, next(self._topic_seq)))
+
+    def queue(self, destination: Destination) -> Queue:
+        queue = self.queues.get(destination)
+        if queue is None:
+            queue = self.queues[destination] = Queue(destination)
+        return queue
+
+    def topic_subscriptions(self, destination: Destination) -> list[TopicSubscription]:
+        """The subscriptions a message sent to ``destination`` reaches."""
+        subs = list(self.topic_subs.get(destination, ()))
+        subs.extend(
+            s for s in self.wildcard_subs if destination_matches(s.destination, destination)
+        )
+        return subs
+
+    def add_topic_subscription(self, sub: TopicSubscription) -> TopicSubscription:
+        if sub.destination.is_wildcard:
+            self.wildcard_subs.append(sub)
+        else:
+            self.topic_subs.setdefault(sub.destination, []).append(sub)
+        if sub.durable is not None:
+            self.durables[(sub.durable.client_id, sub.durable.name)] = sub
+        return sub
+
+    def drop_topic_subscription(self, sub: TopicSubscription) -> None:
+        if sub.destination.is_wildcard:
+            self.wildcard_subs.remove(sub)
+        else:
+            subs = self.topic_subs.get(sub.destination, [])
+            if sub in subs:
+                subs.remove(sub)
+        if sub.key is not None:
+            self.durables.pop(sub.key, None)
+
+    async def route(self, messages: Iterable[Message], extra_ops: Iterable[StoreOp] = ()) -> None:
+        """Store (persistent ones, in one batch) and then deliver messages to destinations."""
+        ops: list[StoreOp] = list(extra_ops)
+        to_queues: list[Message] = []
+        to_topics: list[tuple[Message, list[TopicSubscription]]] = []
+        for original in messages:
+            for destination in original.destination.components():
+                message = original
+                if destination != original.destination:
+                    message = replace(original, destination=destination)
+                if destination.is_queue:
+                    to_queues.append(message)
+                    if message.persistent:
+                        ops.append(AddMessage(message))
+                    continue
+                subs = [s for s in self.topic_subscriptions(destination) if s.matches(message)]
+                to_topics.append((message, subs))
+                if message.persistent:
+                    ops.extend(self._durable_topic_ops(message, subs))
+        if ops:
+            await self.store.write(ops)
+        # Enqueue everything first, then dispatch each destination once.
+        queues: dict[Destination, Queue] = {}
+        for message in to_queues:
+            queue = queues.get(message.destination) or self.queue(message.destination)
+            queues[message.destination] = queue
+            queue.enqueue(message)
+        touched: dict[int, TopicSubscription] = {}
+        for message, subs in to_topics:
+            for sub in subs:
+                dropped = sub.offer(Entry(message, next(self._topic_seq)))
+                if dropped is not None:
+                    log.debug("pending limit dropped %s on %s", dropped.message_id, sub.destination)
+                touched[id(sub)] = sub
+        for queue in queues.values():
+            await self._dispatch_queue(queue)
+        for sub in touched.values():
+            await self._dispatch_sub(sub)
+
+    def _durable_topic_ops(
+        self, message: Message, matching: list[TopicSubscription]
+    ) -> list[StoreOp]:
+        """Store a persistent topic message if a durable subscription needs it; the durable
+        subscriptions whose selector skips it ack it at once (ActiveMQ's UNMATCHED ack)."""
+        durables = [s for s in self.topic_subscriptions(message.destination) if s.durable]
+        if not any(s in matching for s in durables):
+            return []
+        ops: list[StoreOp] = [AddMessage(message)]
+        for sub in durables:
+            if sub not in matching and sub.durable is not None:
+                d = sub.durable
+                ops.append(AckSubscription(d.destination, d.client_id, d.name, message.message_id))
+        return ops
+
+    async def dispatch(self, origin: Origin) -> None:
+        match origin:
+            case Queue():
+                await self._dispatch_queue(origin)
+            case TopicSubscription():
+                await self._dispatch_sub(origin)
+
+    async def _dispatch_queue(self, queue: Queue) -> None:
+        await self._settle_dispatched(queue, queue.dispatch(self.clock()))
+
+    async def _dispatch_sub(self, sub: TopicSubscription) -> None:
+        await self._settle_dispatched(sub, sub.dispatch(self.clock()))
+
+    async def _settle_dispatched(self, origin: Queue | TopicSubscription, done: Dispatched) -> None:
+        if done.settled:
+            if isinstance(origin, Queue):
+                origin.stats.dequeued += len(done.settled)
+            ops = self.consume_ops(origin, done.settled)
+            if ops:
+                await self.store.write(ops)
+        if done.expired:
+            await self.expire(origin, done.expired)
+
+    def consume_ops(self, origin: Queue | TopicSubscription, entries: list[Entry]) -> list[StoreOp]:
+        ops: list[StoreOp] = []
+        for entry in entries:
+            message = entry.message
+            if not message.persistent:
+                continue
+            if isinstance(origin, Queue):
+                ops.append(RemoveMessage(origin.destination, message.message_id))
+            elif origin.durable is not None:
+                d = origin.durable
+                ops.append(AckSubscription(d.destination, d.client_id, d.name, message.message_id))
+        return ops
+
+    async def redeliver(self, origin: Origin, entries: list[Entry]) -> None:
+        """Return entries for redelivery with their counter raised (SPEC R1); past the
+        policy's limit they go to the dead-letter queue instead (R2)."""
+        if not entries or origin is None:
+            return
+        limit = self.settings.policies.for_destination(entries[0].message.destination)
+        back: list[Entry] = []
+        dead: list[Entry] = []
+        ops: list[StoreOp] = []
+        for entry in entries:
+            entry.redelivery_counter += 1
+            if 0 <= limit.maximum_redeliveries < entry.redelivery_counter:
+                dead.append(entry)
+                continue
+            back.append(entry)
+            message = entry.message
+            if message.persistent:
+                ops.append(
+                    UpdateRedelivery(
+                        message.destination, message.message_id, entry.redelivery_counter
+                    )
+                )
+        if ops:
+            await self.store.write(ops)
+        origin.requeue(back)
+        if dead:
+            cause = f"redelivery count {dead[0].redelivery_counter} exceeded the maximum"
+            await self.dead_letter(origin, dead, cause)
+        await self.dispatch(origin)
+
+    async def expire(self, origin: Queue | TopicSubscription, entries: list[Entry]) -> None:
+        """Expired messages are never delivered (SPEC R4): to the DLQ or dropped."""
+        if isinstance(origin, Queue):
+            origin.stats.expired += len(entries)
+        await self.dead_letter(origin, entries, "message expired", expired=True)
+
+    async def dead_letter(
+        self,
+        origin: Queue | TopicSubscription,
+        entries: list[Entry],
+        cause: str,
+        expired: bool = False,
+    ) -> None:
+        """Remove entries from their origin, copying those the policy keeps to its DLQ."""
+        ops = self.consume_ops(origin, entries)
+        copies: list[Message] = []
+        for entry in entries:
+            message = entry.message
+            strategy = self.settings.policies.for_destination(message.destination).dead_letter
+            target = strategy.dead_letter_destination(message.destination)
+            if target == message.destination or not strategy.wants(message.persistent, expired):
+                log.info(
+                    "discarding %s from %s: %s", message.message_id, message.destination, cause
+                )
+                continue
+            properties = dict(message.properties)
+            properties[DLQ_CAUSE_PROPERTY] = cause
+            copies.append(
+                replace(
+                    message,
+                    destination=target,
+                    original_destination=message.destination,
+                    expiration=0 if expired else message.expiration,
+                    redelivery_counter=entry.redelivery_counter,
+                    properties=properties,
+                )
+            )
+        if isinstance(origin, Queue):
+            origin.stats.dequeued += len(entries)
+        await self.route(copies, extra_ops=ops)
+
+    async def sweep_expired(self) -> None:
+        now = self.clock()
+        for queue in list(self.queues.values()):
+            expired = queue.remove_pending(lambda e: e.message.is_expired(now))
+            if expired:
+                await self.expire(queue, expired)
+        for subs in [*self.topic_subs.values(), self.wildcard_subs]:
+            for sub in list(subs):
+                expired = sub.remove_pending(now)
+                if expired:
+                    await self.expire(sub, expired)

@@ -135,3 +135,27 @@ def test_prefetch_window_limits_unacked_messages(connect: Connect, name: str) ->
     assert consumer.nothing_more()
     consumer.ack(got[-1])
     assert [m.body for m in consumer.receive_n(3)] == ["m3", "m4", "m5"]
+
+
+def test_slow_topic_subscriber_keeps_only_the_newest_pending_messages(
+    connect: Connect, name: str
+) -> None:
+    """constantPendingMessageLimitStrategy (SPEC D4): beyond its prefetch, a non-durable
+    subscriber keeps at most the limit, dropping the oldest."""
+    slow = connect()
+    slow.subscribe(
+        f"/topic/{name}",
+        ack="client",
+        **{"activemq.prefetchSize": "2", "activemq.maximumPendingMessageLimit": "3"},
+    )
+    producer = connect()
+    for i in range(10):
+        producer.send(f"/topic/{name}", f"t{i}")
+    first = slow.receive_n(2)
+    assert [m.body for m in first] == ["t0", "t1"]
+    slow.ack(first[-1])
+    second = slow.receive_n(2)
+    assert [m.body for m in second] == ["t7", "t8"]
+    slow.ack(second[-1])
+    assert slow.receive().body == "t9"
+    assert slow.nothing_more()

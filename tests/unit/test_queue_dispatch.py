@@ -154,3 +154,14 @@ def test_auto_ack_consumer_settles_on_dispatch() -> None:
     done = q.dispatch(0)
     assert got == [f"m{i}" for i in range(5)]
     assert len(done.settled) == 5 and not c.inflight
+
+
+def test_higher_priority_consumer_first_until_its_window_is_full() -> None:
+    q = Queue(Q)
+    low, got_low = make_consumer(1, prefetch=10)
+    high, got_high = make_consumer(2, prefetch=3, priority=5)
+    q.add_consumer(low)
+    q.add_consumer(high)
+    fill(q, 5)
+    q.dispatch(0)
+    assert got_high == ["m0", "m1", "m2"] and got_low == ["m3", "m4"]

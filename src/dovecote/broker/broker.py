@@ -253,10 +253,11 @@ class Broker:
         elif info.subscription_name:
             record = ConsumerRecord(consumer, await self._attach_durable(state, consumer))
         else:
-            policy = self.settings.policies.for_destination(destination)
-            sub = TopicSubscription(
-                destination, consumer, pending_limit=policy.pending_message_limit
-            )
+            # The consumer's own maximumPendingMessageLimit wins over the policy's (D4).
+            limit = info.maximum_pending_message_limit
+            if limit <= 0:
+                limit = self.settings.policies.for_destination(destination).pending_message_limit
+            sub = TopicSubscription(destination, consumer, pending_limit=limit)
             record = ConsumerRecord(consumer, self.regions.add_topic_subscription(sub))
         self._consumers[info.consumer_id] = record
         state.consumers.add(info.consumer_id)

@@ -2,7 +2,8 @@
 
 Pending messages wait in one FIFO per priority (9 first, SPEC C8). A dispatch pass takes
 messages from the highest priority down and hands each to the next consumer, in round-robin
-order, that has prefetch room and whose selector matches; message groups pin a group to the
+order, that has prefetch room and whose selector matches (consumers of a higher priority
+first); message groups pin a group to the
 consumer that got its first message, and exclusive consumers take everything while present.
 A message no consumer can take now is set aside and put back in place, and a pass looks at
 no more than ``PAGE_SIZE`` of those, as ActiveMQ's maxPageSize bounds its paging.
@@ -40,6 +41,7 @@ class Queue:
         self._pending_count = 0
         self.consumers: list[Consumer] = []
         self._groups: dict[str, ConsumerId] = {}
+        self._mixed_priorities = False
         self._seq = 0
         self.stats = QueueStats()
 
@@ -103,11 +105,13 @@ class Queue:
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
+        self._mixed_priorities = len({c.info.priority for c in self.consumers}) > 1
 
     def remove_consumer(self, consumer: Consumer) -> list[Entry]:
         """Detach a consumer; its unacknowledged messages come back for redelivery."""
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+        self._mixed_priorities = len({c.info.priority for c in self.consumers}) > 1
         for group, owner in list(self._groups.items()):
             if owner == consumer.info.consumer_id:
                 del self._groups[group]
@@ -147,9 +151,12 @@ class Queue:
                     if not candidates:
                         break
                 else:
-                    # Round robin: the consumer that just got a message goes to the back.
+                    # Round robin: the consumer that just got a message goes to the back,
+                    # behind the others of its priority (higher consumer priority first).
                     candidates.remove(consumer)
                     candidates.append(consumer)
+                    if self._mixed_priorities:
+                        candidates.sort(key=_by_consumer_priority)
             bucket.extendleft(reversed(skipped))
             if not candidates:
                 break
@@ -159,7 +166,10 @@ class Queue:
         exclusive = [c for c in self.consumers if c.info.exclusive]
         # The first exclusive consumer gets everything while it is there; the others wait.
         pool = exclusive[:1] if exclusive else self.consumers
-        return [c for c in pool if c.room > 0]
+        candidates = [c for c in pool if c.room > 0]
+        if self._mixed_priorities:
+            candidates.sort(key=_by_consumer_priority)
+        return candidates
 
     def _choose(self, entry: Entry, candidates: list[Consumer]) -> Consumer | None:
         message = entry.message
@@ -180,6 +190,10 @@ class Queue:
                     self._groups[group] = consumer.info.consumer_id
                 return consumer
         return None
+
+
+def _by_consumer_priority(consumer: Consumer) -> int:
+    return -consumer.info.priority
 
 
 def _clamp(priority: int) -> int:

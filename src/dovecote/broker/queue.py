@@ -3,8 +3,8 @@
 Pending messages wait in one FIFO per priority (9 first, SPEC C8). A dispatch pass takes
 messages from the highest priority down and hands each to the next consumer, in round-robin
 order, that has prefetch room and whose selector matches (consumers of a higher priority
-first); message groups pin a group to the
-consumer that got its first message, and exclusive consumers take everything while present.
+first); message groups pin a group to the consumer that got its first message, and
+exclusive consumers take everything while present.
 A message no consumer can take now is set aside and put back in place, and a pass looks at
 no more than ``PAGE_SIZE`` of those, as ActiveMQ's maxPageSize bounds its paging.
 """

@@ -3,6 +3,7 @@ closes, and every other client goes on (SPEC P1); heart-beats both ways."""
 
 from __future__ import annotations
 
+import random
 import re
 import socket
 import threading
@@ -202,3 +203,31 @@ def test_heartbeating_client_stays_and_broker_beats_too(raw: Callable[[], RawSto
     finally:
         stop.set()
         beater.join()
+
+
+def test_garbage_over_real_sockets_never_hurts_other_clients(
+    raw: Callable[[], RawStomp], connect: Connect, name: str
+) -> None:
+    """Random and mutated bytes after CONNECT, then EOF: the broker closes each connection
+    (after an ERROR where the bytes broke the protocol) and keeps serving a bystander."""
+    rng = random.Random(1234)
+    bystander = connect()
+    bystander.subscribe(f"/queue/{name}")
+    valid = b"SEND\ndestination:/queue/fuzz\ncontent-length:5\n\nhello\x00"
+    for round_no in range(30):
+        client = raw()
+        client.connect()
+        if round_no % 2:
+            payload = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400)))
+        else:
+            mutated = bytearray(valid * 3)
+            for _ in range(rng.randrange(1, 6)):
+                mutated[rng.randrange(len(mutated))] = rng.choice([0, 10, 58, 92, 255])
+            payload = bytes(mutated)
+        client.send(payload + b"\x00\n")
+        client.sock.shutdown(socket.SHUT_WR)
+        # The broker answers with an ERROR, or with nothing, then closes: never hangs.
+        assert client.closed_by_peer()
+        client.close()
+        bystander.send(f"/queue/{name}", f"alive {round_no}")
+        assert bystander.receive().body == f"alive {round_no}"

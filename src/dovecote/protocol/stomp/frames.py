@@ -41,7 +41,6 @@ CLIENT_COMMANDS: Final = frozenset(
 SERVER_COMMANDS: Final = frozenset({"CONNECTED", "MESSAGE", "RECEIPT", "ERROR"})
 COMMANDS: Final = CLIENT_COMMANDS | SERVER_COMMANDS
 _UNESCAPED_COMMANDS: Final = frozenset({"CONNECT", "CONNECTED"})
-_BODY_COMMANDS: Final = frozenset({"SEND", "MESSAGE", "ERROR"})
 
 
 class _Event(Enum):
@@ -251,7 +250,7 @@ def _content_length(text: str) -> int:
 
 
 def encode_frame(frame: Frame, version: str = "1.2") -> bytes:
-    """Serialise a frame. SEND, MESSAGE and ERROR bodies get a content-length."""
+    """Serialise a frame. A body gets a content-length, so it may hold NULs."""
     escaped = version != "1.0" and frame.command not in _UNESCAPED_COMMANDS
     lines = [frame.command]
     has_length = False
@@ -261,8 +260,10 @@ def encode_frame(frame: Frame, version: str = "1.2") -> bytes:
         if escaped:
             name, value = _escape(name, version), _escape(value, version)
         elif "\n" in value or "\n" in name:
-            raise LocalProtocolError(f"header {name!r} has a newline, which STOMP 1.0 cannot carry")
+            raise LocalProtocolError(
+                f"header {name!r} has a newline, which an unescaped header cannot carry"
+            )
         lines.append(f"{name}:{value}")
-    if frame.body and not has_length and frame.command in _BODY_COMMANDS:
+    if frame.body and not has_length:
         lines.append(f"content-length:{len(frame.body)}")
     return "\n".join(lines).encode("utf-8") + b"\n\n" + frame.body + b"\x00"

@@ -1,0 +1,146 @@
+"""The STOMP frame codec driven with bytes (h11 style): a table of frames checked in both
+directions, then tables of bad input and of limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from dovecote.core.errors import FrameTooLargeError, LocalProtocolError, RemoteProtocolError
+from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
+
+SIMPLE_CASES = [
+    ("1.2", Frame("CONNECT", (("accept-version", "1.2"), ("host", "h"))),
+     b"CONNECT\naccept-version:1.2\nhost:h\n\n\x00"),
+    ("1.2", Frame("DISCONNECT"), b"DISCONNECT\n\n\x00"),
+    ("1.2", Frame("SEND", (("destination", "/queue/a"), ("content-length", "2")), b"hi"),
+     b"SEND\ndestination:/queue/a\ncontent-length:2\n\nhi\x00"),
+    ("1.2", Frame("SEND", (("destination", "/queue/a"), ("content-length", "3")), b"a\x00b"),
+     b"SEND\ndestination:/queue/a\ncontent-length:3\n\na\x00b\x00"),
+    ("1.2", Frame("MESSAGE", (("k", "a:b\nc\\d\re"),)),
+     b"MESSAGE\nk:a\\cb\\nc\\\\d\\re\n\n\x00"),
+    ("1.1", Frame("MESSAGE", (("k", "a:b\nc\\d"),)), b"MESSAGE\nk:a\\cb\\nc\\\\d\n\n\x00"),
+    ("1.0", Frame("MESSAGE", (("k", "a:b\\c"),)), b"MESSAGE\nk:a:b\\c\n\n\x00"),
+    # CONNECT and CONNECTED are never escaped, whatever the version.
+    ("1.2", Frame("CONNECTED", (("server", "x:y\\z"),)), b"CONNECTED\nserver:x:y\\z\n\n\x00"),
+    # Repeated headers keep their order on the wire.
+    ("1.2", Frame("MESSAGE", (("k", "1"), ("k", "2"))), b"MESSAGE\nk:1\nk:2\n\n\x00"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("version", "frame", "wire"), SIMPLE_CASES)
+def test_encode_gives_the_wire_bytes(version: str, frame: Frame, wire: bytes) -> None:
+    assert encode_frame(frame, version) == wire
+
+
+@pytest.mark.parametrize(("version", "frame", "wire"), SIMPLE_CASES)
+def test_parse_gives_the_frame(version: str, frame: Frame, wire: bytes) -> None:
+    parser = FrameParser(version=version)
+    parser.receive_data(wire)
+    assert parser.next_event() == frame
+    assert parser.next_event() is NEED_DATA
+
+
+@pytest.mark.parametrize(("version", "frame", "wire"), SIMPLE_CASES)
+def test_parse_one_byte_at_a_time(version: str, frame: Frame, wire: bytes) -> None:
+    parser = FrameParser(version=version)
+    events = []
+    for i in range(len(wire)):
+        parser.receive_data(wire[i : i + 1])
+        while (event := parser.next_event()) is not NEED_DATA:
+            events.append(event)
+    assert events == [frame]
+
+
+def test_encode_adds_content_length_to_bodies() -> None:
+    wire = encode_frame(Frame("MESSAGE", (("a", "b"),), b"xyz"))
+    assert wire == b"MESSAGE\na:b\ncontent-length:3\n\nxyz\x00"
+
+
+def test_first_repeated_header_wins() -> None:
+    frame = Frame("MESSAGE", (("k", "1"), ("k", "2")))
+    assert frame.get("k") == "1" and frame.header_dict() == {"k": "1"}
+
+
+def test_crlf_lines_are_accepted() -> None:
+    parser = FrameParser(version="1.2")
+    parser.receive_data(b"SEND\r\ndestination:/queue/a\r\n\r\nbody\x00")
+    assert parser.next_event() == Frame("SEND", (("destination", "/queue/a"),), b"body")
+
+
+def test_eols_between_frames_are_heartbeats() -> None:
+    parser = FrameParser()
+    parser.receive_data(b"\n\r\nSEND\ndestination:/q/a\n\n\x00\n\nBEGIN\ntransaction:t\n\n\x00")
+    events = []
+    while (event := parser.next_event()) is not NEED_DATA:
+        events.append(event)
+    assert [e if e is HEARTBEAT else e.command for e in events] == [  # type: ignore[union-attr]
+        HEARTBEAT, HEARTBEAT, "SEND", HEARTBEAT, HEARTBEAT, "BEGIN",
+    ]  # fmt: skip
+
+
+def test_many_frames_in_one_chunk() -> None:
+    wire = encode_frame(Frame("SEND", (("destination", "/queue/a"),), b"x")) * 1000
+    parser = FrameParser()
+    parser.receive_data(wire)
+    count = 0
+    while parser.next_event() is not NEED_DATA:
+        count += 1
+    assert count == 1000
+
+
+BAD_INPUT = [
+    ("1.2", b"BOGUS\n\n\x00", "unknown"),
+    ("1.2", b"SEND\nno colon here\n\n\x00", "colon"),
+    ("1.2", b"SEND\nk:bad\\tescape\n\n\x00", "escape"),
+    ("1.1", b"SEND\nk:\\r is 1.2 only\n\n\x00", "escape"),
+    ("1.2", b"SEND\ncontent-length:abc\n\n\x00", "content-length"),
+    ("1.2", b"SEND\ncontent-length:-1\n\n\x00", "content-length"),
+    ("1.2", b"SEND\ncontent-length:2\n\nabc\x00", "NUL"),
+    ("1.2", b"SEND\nk:\xff\xfe\n\n\x00", "UTF-8"),
+    ("1.2", b"\xc3(\n\n\x00", "UTF-8"),
+]
+
+
+@pytest.mark.parametrize(("version", "wire", "words"), BAD_INPUT)
+def test_bad_input_is_a_remote_protocol_error(version: str, wire: bytes, words: str) -> None:
+    parser = FrameParser(version=version)
+    parser.receive_data(wire)
+    with pytest.raises(RemoteProtocolError, match=words):
+        parser.next_event()
+    # The parser stays failed: garbage after an error is not parsed.
+    with pytest.raises(RemoteProtocolError):
+        parser.next_event()
+
+
+LIMITS = [
+    (dict(max_header_size=100), b"SEND\nk:" + b"v" * 200),  # no end of headers yet
+    (dict(max_header_size=100), b"SEND\nk:" + b"v" * 200 + b"\n\n\x00"),
+    (dict(max_headers=3), b"SEND\na:1\nb:2\nc:3\nd:4\n\n\x00"),
+    (dict(max_frame_size=100), b"SEND\ncontent-length:500\n\n"),  # announced, not sent yet
+    (dict(max_frame_size=100), b"SEND\n\n" + b"x" * 200),  # no NUL yet
+    (dict(max_frame_size=100), b"SEND\n\n" + b"x" * 200 + b"\x00"),
+]
+
+
+@pytest.mark.parametrize(("limits", "wire"), LIMITS)
+def test_limits_raise_frame_too_large_as_soon_as_crossed(
+    limits: dict[str, int], wire: bytes
+) -> None:
+    parser = FrameParser(**limits)
+    parser.receive_data(wire)
+    with pytest.raises(FrameTooLargeError):
+        parser.next_event()
+
+
+def test_eof_inside_a_frame_is_an_error() -> None:
+    parser = FrameParser()
+    parser.receive_data(b"SEND\ndestination:/queue/a\n\npartial")
+    assert parser.next_event() is NEED_DATA
+    parser.receive_data(b"")
+    with pytest.raises(RemoteProtocolError, match="middle of a frame"):
+        parser.next_event()
+
+
+def test_stomp_1_0_cannot_carry_a_newline_in_a_header() -> None:
+    with pytest.raises(LocalProtocolError):
+        encode_frame(Frame("MESSAGE", (("k", "a\nb"),)), "1.0")

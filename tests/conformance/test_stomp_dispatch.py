@@ -91,8 +91,8 @@ def test_late_consumer_gets_nothing_of_a_backlog_at_default_prefetch(
     """The seeds' prefetch experiment: the first consumer's 1000-message window swallows
     the whole backlog, so a second consumer joining later gets none of it."""
     producer = connect()
-    for i in range(200):
-        producer.send(f"/queue/{name}", f"m{i}", receipt=(i == 199))
+    for i in range(1000):
+        producer.send(f"/queue/{name}", f"m{i}", receipt=(i == 999))
     first = connect()
     first.subscribe(f"/queue/{name}", ack="client-individual")
     first.receive()

@@ -347,19 +347,17 @@ class _Parser:
         return token.value
 
     def sum(self) -> Node:
-        node = self.product()
-        while self.tok.kind in ("+", "-"):
-            op = self.tok.kind
-            self.i += 1
-            node = _arith(op, node, self.product())
-        return node
+        return self._arith_level(("+", "-"), self.product)
 
     def product(self) -> Node:
-        node = self.unary()
-        while self.tok.kind in ("*", "/"):
+        return self._arith_level(("*", "/"), self.unary)
+
+    def _arith_level(self, ops: tuple[str, str], operand: Callable[[], Node]) -> Node:
+        node = operand()
+        while self.tok.kind in ops:
             op = self.tok.kind
             self.i += 1
-            node = _arith(op, node, self.unary())
+            node = _arith(op, node, operand())
         return node
 
     def unary(self) -> Node:

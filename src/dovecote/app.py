@@ -8,6 +8,7 @@ import logging
 from dovecote.broker.broker import Broker
 from dovecote.config import Config
 from dovecote.store.api import PersistenceAdapter
+from dovecote.store.journal import JournalPersistenceAdapter
 from dovecote.store.memory import MemoryPersistenceAdapter
 from dovecote.transport.stomp import StompListenerSettings, StompServer
 
@@ -15,9 +16,15 @@ log = logging.getLogger("dovecote")
 
 
 def make_store(config: Config) -> PersistenceAdapter:
-    match config.store.kind:
-        case "memory":
-            return MemoryPersistenceAdapter()
+    store = config.store
+    if not config.broker.persistent or store.kind == "memory":
+        return MemoryPersistenceAdapter()
+    return JournalPersistenceAdapter(
+        config.broker.data_dir / "journal",
+        max_file_length=store.journal_max_file_length,
+        disk_syncs=store.enable_journal_disk_syncs,
+        compact_live_limit=store.compact_live_limit,
+    )
 
 
 def stomp_settings(config: Config) -> StompListenerSettings:
@@ -46,7 +53,8 @@ class BrokerApp:
         await self.broker.start()
         if self.stomp is not None:
             await self.stomp.start()
-        log.info("broker %r started (store: %s)", self.config.broker.name, self.config.store.kind)
+        kind = self.config.store.kind if self.config.broker.persistent else "memory"
+        log.info("broker %r started (store: %s)", self.config.broker.name, kind)
 
     async def stop(self) -> None:
         if self.stomp is not None:

@@ -8,7 +8,7 @@ Example (every key optional)::
     data_dir = "data"
 
     [store]
-    kind = "memory"
+    kind = "journal"
 
     [stomp]
     host = "127.0.0.1"
@@ -55,11 +55,19 @@ class BrokerSection(_Section):
     """The broker name, as in ActiveMQ's brokerName."""
     data_dir: Path = Path("data")
     """Where stores keep their files (relative paths are relative to the working dir)."""
+    persistent: bool = True
+    """False: the memory store, whatever ``store.kind`` says (ActiveMQ's persistent=false)."""
 
 
 class StoreSection(_Section):
-    kind: Literal["memory"] = "memory"
-    """The persistence adapter. Only the memory store exists so far."""
+    kind: Literal["journal", "memory"] = "journal"
+    """The persistence adapter: the journal (KahaDB's design, under data_dir/journal)."""
+    journal_max_file_length: int = Field(32 * 1024 * 1024, gt=4096)
+    """Data files roll over at this size (journalMaxFileLength)."""
+    enable_journal_disk_syncs: bool = True
+    """fsync each group of writes before acknowledging them (enableJournalDiskSyncs)."""
+    compact_live_limit: int = Field(1000, ge=0)
+    """The oldest data file is compacted when at most this many live records pin it."""
 
 
 class StompSection(_Section):

@@ -1,0 +1,328 @@
+"""The journal store (SPEC M2), KahaDB's design: an append-only journal as the truth and an
+LMDB index as its view. FORMAT.md beside this file describes the bytes on disk.
+
+``write`` queues a batch and waits. One writer task takes every batch queued at that moment,
+appends each as a record, fsyncs once for all of them (group commit; skipped when disk syncs
+are off), applies them to the index in one transaction and wakes their writers. Start takes
+the directory's lock (a second broker waits, logging that it is a slave), replays the journal
+tail the index has not seen, and truncates a torn last record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+import lmdb
+
+from dovecote.core.destinations import Destination
+from dovecote.core.message import Message
+from dovecote.store.api import (
+    AddSubscription,
+    RecoveredState,
+    RecoveredSubscription,
+    StoreOp,
+)
+from dovecote.store.journal.datafiles import DataFiles, Location
+from dovecote.store.journal.index import Index
+from dovecote.store.journal.records import (
+    RECORD_HEADER,
+    JournalOp,
+    SequencedAdd,
+    decode_batch,
+    encode_batch,
+    sequence,
+)
+
+log = logging.getLogger("dovecote.store.journal")
+
+DEFAULT_MAX_FILE_LENGTH: Final = 32 * 1024 * 1024
+LOCK_POLL_S: Final = 0.5
+REPLAY_TXN_RECORDS: Final = 1000
+COMPACT_AFTER_FILES: Final = 3
+"""Compaction waits until the journal has this many data files."""
+
+
+class StoreLockedError(Exception):
+    pass
+
+
+class JournalPersistenceAdapter:
+    def __init__(
+        self,
+        directory: Path,
+        max_file_length: int = DEFAULT_MAX_FILE_LENGTH,
+        disk_syncs: bool = True,
+        compact_live_limit: int = 1000,
+    ) -> None:
+        self.directory = directory
+        self.max_file_length = max_file_length
+        self.disk_syncs = disk_syncs
+        self.compact_live_limit = compact_live_limit
+        self._lock_fd = -1
+        self._files: DataFiles | None = None
+        self._index: Index | None = None
+        self._next_seq = 1
+        self._pending: list[tuple[list[JournalOp], asyncio.Future[None]]] = []
+        self._wakeup = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        await self._take_lock()
+        self._files = DataFiles(self.directory, self.max_file_length)
+        self._index = self._open_index()
+        self._replay()
+        self._files.open_for_append()
+        with self._index.env.begin(write=True) as txn:
+            self._index.note_file(txn, self._files.current_id)
+            self._index.mark_applied(txn, self._files.head)
+        self._next_seq = self._index.last_seq() + 1
+        self._wakeup = asyncio.Event()
+        self._writer = asyncio.create_task(self._write_forever())
+
+    async def _take_lock(self) -> None:
+        fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        waiting = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not waiting:
+                    log.info(
+                        "store %s is locked by another broker; waiting as a slave", self.directory
+                    )
+                    waiting = True
+                await asyncio.sleep(LOCK_POLL_S)
+        if waiting:
+            log.info("store %s lock acquired; this broker is now the master", self.directory)
+        self._lock_fd = fd
+
+    def _open_index(self) -> Index:
+        path = self.directory / "index"
+        try:
+            index = Index(str(path))
+            if self._consistent(index):
+                return index
+            index.env.close()
+            log.warning("journal index at %s does not match the journal; rebuilding it", path)
+        except lmdb.Error as exc:
+            log.warning("journal index at %s is damaged (%s); rebuilding it", path, exc)
+        shutil.rmtree(path, ignore_errors=True)
+        return Index(str(path))
+
+    def _consistent(self, index: Index) -> bool:
+        assert self._files is not None
+        applied = index.applied()
+        if applied is None:
+            return True  # a new index: replay everything
+        if applied.file_id not in self._files.file_ids:
+            return False
+        return applied.offset <= self._files.path(applied.file_id).stat().st_size
+
+    def _replay(self) -> None:
+        """Apply the journal after the index's ``applied`` position (all of it for a new
+        index) through the same path live writes take."""
+        files, index = self._files, self._index
+        assert files is not None and index is not None
+        start = index.applied()
+        count = 0
+        txn = index.env.begin(write=True)
+        try:
+            for file_id in files.file_ids:
+                index.note_file(txn, file_id)
+            for location, payload in files.scan(start):
+                index.apply(txn, decode_batch(payload), location)
+                end = location.offset + RECORD_HEADER.size + len(payload)
+                index.mark_applied(txn, Location(location.file_id, end))
+                count += 1
+                if count % REPLAY_TXN_RECORDS == 0:
+                    txn.commit()
+                    txn = index.env.begin(write=True)
+            txn.commit()
+        except BaseException:
+            txn.abort()
+            raise
+        if count:
+            log.info("journal replay applied %d records after the last checkpoint", count)
+
+    async def stop(self) -> None:
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+            self._writer = None
+        if self._pending:  # written by nobody: fail their waiters rather than hang them
+            for _, future in self._pending:
+                if not future.done():
+                    future.set_exception(OSError("the store stopped"))
+            self._pending.clear()
+        if self._files is not None:
+            self._files.close()
+            self._files = None
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # closing releases the flock
+            self._lock_fd = -1
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def write(self, batch: Sequence[StoreOp]) -> None:
+        if not batch:
+            return
+        ops, self._next_seq = sequence(batch, self._next_seq)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((ops, future))
+        self._wakeup.set()
+        await future
+
+    async def _write_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._pending:
+                group, self._pending = self._pending, []
+                try:
+                    await self._write_group(loop, group)
+                except Exception as exc:  # every waiter learns of the failure
+                    log.exception("journal write failed")
+                    for _, future in group:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for _, future in group:
+                    if not future.done():
+                        future.set_result(None)
+            self.checkpoint()
+            moves = self._compaction_ops()
+            if moves:
+                # Built and written in this task, between groups: no other write can come
+                # between reading what is live and recording its move.
+                await self._write_group(loop, [(moves, None)])
+                self.checkpoint()
+
+    async def _write_group(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        group: Sequence[tuple[list[JournalOp], asyncio.Future[None] | None]],
+    ) -> None:
+        files, index = self._files, self._index
+        assert files is not None and index is not None
+        written = [(files.append(encode_batch(ops)), ops) for ops, _ in group]
+        if self.disk_syncs:
+            # One fsync covers every batch of the group: this is the group commit.
+            for fd in files.dirty_fds():
+                await loop.run_in_executor(None, os.fsync, fd)
+        else:
+            files.dirty_fds()
+        with index.env.begin(write=True) as txn:
+            for location, ops in written:
+                index.note_file(txn, location.file_id)
+                index.apply(txn, ops, location)
+            index.mark_applied(txn, files.head)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def recover(self) -> RecoveredState:
+        files, index = self._files, self._index
+        assert files is not None and index is not None
+        cache: dict[Location, dict[int, Message]] = {}
+
+        def load(seq: int, file_id: int, offset: int, counter: int) -> Message:
+            location = Location(file_id, offset)
+            adds = cache.get(location)
+            if adds is None:
+                if len(cache) > 64:
+                    cache.clear()
+                ops = decode_batch(files.read_payload(location))
+                adds = cache[location] = {
+                    op.seq: op.message for op in ops if isinstance(op, SequencedAdd)
+                }
+            message = adds[seq]
+            return (
+                message
+                if message.redelivery_counter == counter
+                else message.with_redelivery(counter)
+            )
+
+        state = RecoveredState()
+        topic_entries: dict[int, tuple[int, int, int]] = {}
+        for seq, (_, _, file_id, offset, counter, refs) in index.messages():
+            if refs < 0:
+                message = load(seq, file_id, offset, counter)
+                state.queues.setdefault(message.destination, []).append(message)
+            else:
+                topic_entries[seq] = (file_id, offset, counter)
+        for sub, _, pending in index.subscriptions():
+            messages = [load(seq, *topic_entries[seq]) for seq in pending if seq in topic_entries]
+            state.subscriptions.append(RecoveredSubscription(sub, messages))
+        return state
+
+    def message_count(self, destination: Destination) -> int:
+        index = self._index
+        assert index is not None
+        if destination.is_queue:
+            return index.queue_count(str(destination))
+        name = str(destination)
+        return sum(1 for _, entry in index.messages() if entry[0] == name)
+
+    # -- checkpoints: removing and compacting data files -------------------------------------
+
+    def checkpoint(self) -> None:
+        """Delete dead data files, oldest first (see FORMAT.md for why in order)."""
+        files, index = self._files, self._index
+        if files is None or index is None:
+            return
+        counts = index.live_counts()
+        for file_id in list(files.file_ids):
+            if file_id == files.current_id or counts.get(file_id, 0) > 0:
+                break
+            files.delete(file_id)
+            index.forget_file(file_id)
+
+    def _compaction_ops(self) -> list[JournalOp]:
+        """When a few live things pin the oldest of several data files, the operations that
+        write them again at the head, keeping their seqs. A subscription moves with every
+        message it still waits for, so that a rebuild by replay finds them after it."""
+        files, index = self._files, self._index
+        assert files is not None and index is not None
+        if len(files.file_ids) < COMPACT_AFTER_FILES:
+            return []
+        oldest = files.file_ids[0]
+        live = index.live_counts().get(oldest, 0)
+        if not 0 < live <= self.compact_live_limit:
+            return []
+        entries = dict(index.messages())
+        ops: list[JournalOp] = []
+        moved: set[int] = set()
+        for sub, sub_file, pending in index.subscriptions():
+            if sub_file == oldest:
+                ops.append(AddSubscription(sub))
+                moved.update(pending)
+        moved.update(seq for seq, entry in entries.items() if entry[2] == oldest)
+        for seq in sorted(moved):
+            _, _, entry_file, offset, counter, _ = entries[seq]
+            message = self._read_message(seq, Location(entry_file, offset))
+            ops.append(SequencedAdd(seq, message.with_redelivery(counter)))
+        log.info("journal db-%d.log: moving %d live records to the head", oldest, len(ops))
+        return ops
+
+    def _read_message(self, seq: int, location: Location) -> Message:
+        assert self._files is not None
+        for op in decode_batch(self._files.read_payload(location)):
+            if isinstance(op, SequencedAdd) and op.seq == seq:
+                return op.message
+        raise OSError(f"journal record at {location} has no message {seq}")

@@ -1,0 +1,192 @@
+"""The journal's data files: append, roll, read back, scan with torn-tail detection, delete.
+
+Writes go through ``os.write`` on the current file (the page cache); ``sync`` fsyncs every
+file written since the last sync, which the adapter calls once per group of batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from dovecote.store.journal.records import (
+    FILE_HEADER,
+    FILE_MAGIC,
+    RECORD_HEADER,
+    check_record,
+    file_header,
+)
+
+log = logging.getLogger("dovecote.store.journal")
+
+_NAME = re.compile(r"^db-(\d+)\.log$")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Location:
+    file_id: int
+    offset: int
+
+
+class DataFiles:
+    def __init__(self, directory: Path, max_file_length: int) -> None:
+        self.directory = directory
+        self.max_file_length = max_file_length
+        self.file_ids: list[int] = sorted(
+            int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))
+        )
+        self._readers: dict[int, int] = {}
+        self._dirty: set[int] = set()
+        self._fd = -1
+        self.current_id = 0
+        self.position = 0
+
+    def path(self, file_id: int) -> Path:
+        return self.directory / f"db-{file_id}.log"
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def open_for_append(self) -> None:
+        """Continue the last file (after recovery truncated any torn tail) or start one."""
+        if not self.file_ids:
+            self._start_file(1)
+            return
+        self.current_id = self.file_ids[-1]
+        self._fd = os.open(self.path(self.current_id), os.O_WRONLY | os.O_APPEND)
+        self.position = os.fstat(self._fd).st_size
+
+    def _start_file(self, file_id: int) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = os.open(self.path(file_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        header = file_header(file_id)
+        os.write(self._fd, header)
+        self.current_id = file_id
+        self.position = len(header)
+        if file_id not in self.file_ids:
+            self.file_ids.append(file_id)
+        self._dirty.add(file_id)
+        _fsync_directory(self.directory)
+
+    def append(self, record: bytes) -> Location:
+        if self.position > FILE_HEADER.size and self.position + len(record) > self.max_file_length:
+            self._start_file(self.current_id + 1)
+        location = Location(self.current_id, self.position)
+        written = os.write(self._fd, record)
+        while written < len(record):  # a short write to a regular file is rare; finish it
+            written += os.write(self._fd, record[written:])
+        self.position += len(record)
+        self._dirty.add(self.current_id)
+        return location
+
+    def dirty_fds(self) -> list[int]:
+        """Descriptors to fsync for everything appended since the last call."""
+        fds = []
+        for file_id in self._dirty:
+            fds.append(self._fd if file_id == self.current_id else self._reader(file_id))
+        self._dirty.clear()
+        return fds
+
+    @property
+    def head(self) -> Location:
+        return Location(self.current_id, self.position)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _reader(self, file_id: int) -> int:
+        fd = self._readers.get(file_id)
+        if fd is None:
+            fd = self._readers[file_id] = os.open(self.path(file_id), os.O_RDONLY)
+        return fd
+
+    def read_payload(self, location: Location) -> bytes:
+        fd = self._reader(location.file_id)
+        length, crc, kind = RECORD_HEADER.unpack(os.pread(fd, RECORD_HEADER.size, location.offset))
+        payload = os.pread(fd, length, location.offset + RECORD_HEADER.size)
+        if len(payload) != length or not check_record(kind, crc, payload):
+            raise OSError(f"journal record at {location} is damaged")
+        return payload
+
+    def scan(self, start: Location | None) -> Iterator[tuple[Location, bytes]]:
+        """Every good record from ``start`` (default: the beginning) to the end. A torn or
+        damaged record ends its file: the last file is truncated there, an older one is
+        reported and the scan goes on with the next file."""
+        for file_id in list(self.file_ids):
+            if start is not None and file_id < start.file_id:
+                continue
+            offset = start.offset if start is not None and file_id == start.file_id else 0
+            yield from self._scan_file(file_id, offset)
+
+    def _scan_file(self, file_id: int, offset: int) -> Iterator[tuple[Location, bytes]]:
+        path = self.path(file_id)
+        with path.open("rb") as f:
+            data = f.read()
+        if offset == 0:
+            if len(data) < FILE_HEADER.size or data[:8] != FILE_MAGIC:
+                self._damaged(file_id, 0, len(data), "no valid file header")
+                return
+            offset = FILE_HEADER.size
+        while offset < len(data):
+            end = offset + RECORD_HEADER.size
+            if end > len(data):
+                self._damaged(file_id, offset, len(data), "record header cut short")
+                return
+            length, crc, kind = RECORD_HEADER.unpack_from(data, offset)
+            payload = data[end : end + length]
+            if len(payload) < length:
+                self._damaged(file_id, offset, len(data), "record cut short")
+                return
+            if not check_record(kind, crc, payload):
+                self._damaged(file_id, offset, len(data), "checksum mismatch")
+                return
+            yield Location(file_id, offset), payload
+            offset = end + length
+
+    def _damaged(self, file_id: int, offset: int, size: int, why: str) -> None:
+        if file_id == self.file_ids[-1]:
+            log.warning(
+                "journal db-%d.log: %s at offset %d; dropping the %d bytes from there "
+                "(the tail of an interrupted write)",
+                file_id, why, offset, size - offset,
+            )  # fmt: skip
+            keep = max(offset, FILE_HEADER.size)
+            with self.path(file_id).open("r+b") as f:
+                if offset == 0:
+                    f.seek(0)
+                    f.write(file_header(file_id))
+                f.truncate(keep)
+        else:
+            log.error(
+                "journal db-%d.log: %s at offset %d; %d bytes of that file are unreadable",
+                file_id, why, offset, size - offset,
+            )  # fmt: skip
+
+    # -- removing --------------------------------------------------------------------------
+
+    def delete(self, file_id: int) -> None:
+        fd = self._readers.pop(file_id, None)
+        if fd is not None:
+            os.close(fd)
+        self.path(file_id).unlink(missing_ok=True)
+        self.file_ids.remove(file_id)
+        log.info("journal db-%d.log removed: nothing in it is needed any more", file_id)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        for fd in self._readers.values():
+            os.close(fd)
+        self._readers.clear()
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,276 @@
+"""The journal's index in LMDB: a view of the journal that replay can always rebuild.
+
+Named databases (keys are bytes; ``\\0`` separates parts; seqs are 8-byte big-endian so
+LMDB's key order is send order):
+
+- ``meta``: ``applied`` -> the journal position the index is up to date with; ``seq`` -> the
+  highest sequence number given out.
+- ``msgs``: seq -> [destination, message id, file, offset, redelivery counter, refs], where
+  refs counts the durable subscriptions still waiting for a topic message (-1 for queues).
+- ``qids``: destination \\0 message id -> seq, for queue messages.
+- ``tids``: message id -> seq, for topic messages.
+- ``subs``: client id \\0 name -> [destination, selector, no_local, file].
+- ``pend``: client id \\0 name \\0 seq -> empty: what a durable subscription still needs.
+- ``files``: file id -> how many live messages and subscriptions it holds.
+
+``apply`` is the one path by which operations change the index, live or in recovery.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any, Final
+
+import lmdb
+import msgpack
+
+from dovecote.core.destinations import destination_matches, parse_destination
+from dovecote.store.api import (
+    AckSubscription,
+    AddSubscription,
+    DurableSubscription,
+    RemoveDestination,
+    RemoveMessage,
+    RemoveSubscription,
+    UpdateRedelivery,
+)
+from dovecote.store.journal.datafiles import Location
+from dovecote.store.journal.records import JournalOp, SequencedAdd
+
+_SEQ: Final = struct.Struct(">Q")
+_FILE: Final = struct.Struct(">I")
+_POS: Final = struct.Struct(">II")
+MAP_SIZE: Final = 16 << 30  # address space only; LMDB files grow as needed
+
+
+def _pack(value: Any) -> bytes:
+    return bytes(msgpack.packb(value, use_bin_type=True))
+
+
+def _unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False)
+
+
+def _get(txn: lmdb.Transaction, key: bytes, db: Any) -> bytes | None:
+    value = txn.get(key, db=db)
+    return None if value is None else bytes(value)
+
+
+def _pop(txn: lmdb.Transaction, key: bytes, db: Any) -> bytes | None:
+    value = txn.pop(key, db=db)
+    return None if value is None else bytes(value)
+
+
+def _key(*parts: str) -> bytes:
+    return "\0".join(parts).encode()
+
+
+class Index:
+    def __init__(self, path: str) -> None:
+        # The journal is fsynced; the index need not be: after a crash it replays the tail
+        # from ``applied``, and a damaged index is rebuilt from the journal.
+        self.env = lmdb.open(
+            path, max_dbs=8, map_size=MAP_SIZE, sync=False, metasync=False, lock=True
+        )
+        self.meta = self.env.open_db(b"meta")
+        self.msgs = self.env.open_db(b"msgs")
+        self.qids = self.env.open_db(b"qids")
+        self.tids = self.env.open_db(b"tids")
+        self.subs = self.env.open_db(b"subs")
+        self.pend = self.env.open_db(b"pend")
+        self.files = self.env.open_db(b"files")
+
+    def close(self) -> None:
+        self.env.sync(True)
+        self.env.close()
+
+    # -- meta ------------------------------------------------------------------------------
+
+    def applied(self) -> Location | None:
+        with self.env.begin() as txn:
+            raw = _get(txn, b"applied", self.meta)
+        return None if raw is None else Location(*_POS.unpack(raw))
+
+    def last_seq(self) -> int:
+        with self.env.begin() as txn:
+            raw = _get(txn, b"seq", self.meta)
+        return 0 if raw is None else int(_SEQ.unpack(raw)[0])
+
+    # -- applying --------------------------------------------------------------------------
+
+    def apply(self, txn: lmdb.Transaction, ops: list[JournalOp], at: Location) -> None:
+        for op in ops:
+            match op:
+                case SequencedAdd():
+                    self._add(txn, op, at)
+                case RemoveMessage(destination, message_id):
+                    seq = _pop(txn, _key(str(destination), message_id), self.qids)
+                    if seq is not None:
+                        self._drop_message(txn, seq)
+                case UpdateRedelivery(destination, message_id, counter):
+                    seq = _get(txn, _key(str(destination), message_id), self.qids)
+                    if seq is None:
+                        seq = _get(txn, message_id.encode(), self.tids)
+                    raw = None if seq is None else _get(txn, seq, self.msgs)
+                    if seq is not None and raw is not None:
+                        entry = _unpack(raw)
+                        entry[4] = counter
+                        txn.put(seq, _pack(entry), db=self.msgs)
+                case AddSubscription(sub):
+                    key = _key(sub.client_id, sub.name)
+                    old = _get(txn, key, self.subs)
+                    if old is not None:
+                        self._count(txn, _unpack(old)[3], -1)
+                    value = [str(sub.destination), sub.selector, sub.no_local, at.file_id]
+                    txn.put(key, _pack(value), db=self.subs)
+                    self._count(txn, at.file_id, +1)
+                case RemoveSubscription(_, client_id, name):
+                    self._remove_subscription(txn, client_id, name)
+                case AckSubscription(_, client_id, name, message_id):
+                    seq = _get(txn, message_id.encode(), self.tids)
+                    if seq is not None and txn.delete(
+                        _key(client_id, name) + b"\0" + seq, db=self.pend
+                    ):
+                        self._release(txn, seq)
+                case RemoveDestination(destination):
+                    prefix = _key(str(destination), "")
+                    with txn.cursor(db=self.qids) as cursor:
+                        found = cursor.set_range(prefix)
+                        doomed = []
+                        while found and bytes(cursor.key()).startswith(prefix):
+                            doomed.append((bytes(cursor.key()), bytes(cursor.value())))
+                            found = cursor.next()
+                    for key, seq in doomed:
+                        txn.delete(key, db=self.qids)
+                        self._drop_message(txn, seq)
+
+    def mark_applied(self, txn: lmdb.Transaction, position: Location) -> None:
+        txn.put(b"applied", _POS.pack(position.file_id, position.offset), db=self.meta)
+
+    def _add(self, txn: lmdb.Transaction, op: SequencedAdd, at: Location) -> None:
+        message = op.message
+        seq = _SEQ.pack(op.seq)
+        if _SEQ.unpack(_get(txn, b"seq", self.meta) or _SEQ.pack(0))[0] < op.seq:
+            txn.put(b"seq", seq, db=self.meta)
+        old = _get(txn, seq, self.msgs)
+        if old is not None:
+            # Compaction wrote it again: only its location moves.
+            entry = _unpack(old)
+            self._count(txn, entry[2], -1)
+            entry[2], entry[3] = at.file_id, at.offset
+            txn.put(seq, _pack(entry), db=self.msgs)
+            self._count(txn, at.file_id, +1)
+            return
+        destination = message.destination
+        refs = -1
+        if destination.is_queue:
+            txn.put(_key(str(destination), message.message_id), seq, db=self.qids)
+        else:
+            waiting = [
+                bytes(key)
+                for key, value in txn.cursor(db=self.subs)
+                if destination_matches(parse_destination(_unpack(bytes(value))[0]), destination)
+            ]
+            if not waiting:
+                return
+            for key in waiting:
+                txn.put(key + b"\0" + seq, b"", db=self.pend)
+            txn.put(message.message_id.encode(), seq, db=self.tids)
+            refs = len(waiting)
+        entry = [str(destination), message.message_id, at.file_id, at.offset,
+                 message.redelivery_counter, refs]  # fmt: skip
+        txn.put(seq, _pack(entry), db=self.msgs)
+        self._count(txn, at.file_id, +1)
+
+    def _drop_message(self, txn: lmdb.Transaction, seq: bytes) -> None:
+        raw = _pop(txn, seq, self.msgs)
+        if raw is not None:
+            entry = _unpack(raw)
+            if entry[5] >= 0:
+                txn.delete(entry[1].encode(), db=self.tids)
+            self._count(txn, entry[2], -1)
+
+    def _release(self, txn: lmdb.Transaction, seq: bytes) -> None:
+        """One durable subscription less waits for a topic message."""
+        raw = _get(txn, seq, self.msgs)
+        if raw is None:
+            return
+        entry = _unpack(raw)
+        entry[5] -= 1
+        if entry[5] <= 0:
+            self._drop_message(txn, seq)
+        else:
+            txn.put(seq, _pack(entry), db=self.msgs)
+
+    def _remove_subscription(self, txn: lmdb.Transaction, client_id: str, name: str) -> None:
+        key = _key(client_id, name)
+        old = _pop(txn, key, self.subs)
+        if old is None:
+            return
+        self._count(txn, _unpack(old)[3], -1)
+        prefix = key + b"\0"
+        with txn.cursor(db=self.pend) as cursor:
+            found = cursor.set_range(prefix)
+            pending = []
+            while found and bytes(cursor.key()).startswith(prefix):
+                pending.append(bytes(cursor.key()))
+                found = cursor.next()
+        for pend_key in pending:
+            txn.delete(pend_key, db=self.pend)
+            self._release(txn, pend_key[len(prefix) :])
+
+    def _count(self, txn: lmdb.Transaction, file_id: int, delta: int) -> None:
+        key = _FILE.pack(file_id)
+        raw = _get(txn, key, self.files)
+        current = 0 if raw is None else int(_SEQ.unpack(raw)[0])
+        txn.put(key, _SEQ.pack(max(current + delta, 0)), db=self.files)
+
+    def note_file(self, txn: lmdb.Transaction, file_id: int) -> None:
+        key = _FILE.pack(file_id)
+        if _get(txn, key, self.files) is None:
+            txn.put(key, _SEQ.pack(0), db=self.files)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def live_counts(self) -> dict[int, int]:
+        with self.env.begin() as txn:
+            return {_FILE.unpack(k)[0]: _SEQ.unpack(v)[0] for k, v in txn.cursor(db=self.files)}
+
+    def forget_file(self, file_id: int) -> None:
+        with self.env.begin(write=True) as txn:
+            txn.delete(_FILE.pack(file_id), db=self.files)
+
+    def messages(self) -> Iterator[tuple[int, list[Any]]]:
+        """Every live message as (seq, [destination, id, file, offset, redelivery, refs])."""
+        with self.env.begin() as txn:
+            for key, value in txn.cursor(db=self.msgs):
+                yield _SEQ.unpack(key)[0], _unpack(value)
+
+    def subscriptions(self) -> Iterator[tuple[DurableSubscription, int, list[int]]]:
+        """Every durable subscription, the file of its record, and its pending seqs."""
+        with self.env.begin() as txn:
+            for key, value in txn.cursor(db=self.subs):
+                client_id, name = key.decode().split("\0", 1)
+                destination, selector, no_local, file_id = _unpack(value)
+                sub = DurableSubscription(
+                    client_id, name, parse_destination(destination), selector, no_local
+                )
+                prefix = key + b"\0"
+                pending: list[int] = []
+                with txn.cursor(db=self.pend) as cursor:
+                    found = cursor.set_range(prefix)
+                    while found and bytes(cursor.key()).startswith(prefix):
+                        pending.append(_SEQ.unpack(bytes(cursor.key())[len(prefix) :])[0])
+                        found = cursor.next()
+                yield sub, file_id, pending
+
+    def queue_count(self, destination: str) -> int:
+        prefix = _key(destination, "")
+        count = 0
+        with self.env.begin() as txn, txn.cursor(db=self.qids) as cursor:
+            found = cursor.set_range(prefix)
+            while found and bytes(cursor.key()).startswith(prefix):
+                count += 1
+                found = cursor.next()
+        return count

@@ -1,0 +1,150 @@
+"""Journal records and operations as bytes (see FORMAT.md): framing with length and CRC-32,
+and the msgpack encoding of the store's operations and of messages."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgpack
+
+from dovecote.core.destinations import Destination, parse_destination
+from dovecote.core.message import BodyType, Message
+from dovecote.store.api import (
+    AckSubscription,
+    AddMessage,
+    AddSubscription,
+    DurableSubscription,
+    RemoveDestination,
+    RemoveMessage,
+    RemoveSubscription,
+    StoreOp,
+    UpdateRedelivery,
+)
+
+FILE_MAGIC: Final = b"DVCTJRNL"
+FILE_VERSION: Final = 1
+FILE_HEADER: Final = struct.Struct("<8sII")
+RECORD_HEADER: Final = struct.Struct("<IIB")
+BATCH: Final = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SequencedAdd:
+    """An AddMessage with the store's sequence number, as the journal records it."""
+
+    seq: int
+    message: Message
+
+
+JournalOp = (
+    SequencedAdd
+    | RemoveMessage
+    | UpdateRedelivery
+    | AddSubscription
+    | (RemoveSubscription | AckSubscription | RemoveDestination)
+)
+
+
+def file_header(file_id: int) -> bytes:
+    return FILE_HEADER.pack(FILE_MAGIC, FILE_VERSION, file_id)
+
+
+def frame_record(payload: bytes, kind: int = BATCH) -> bytes:
+    crc = zlib.crc32(payload, zlib.crc32(bytes((kind,))))
+    return RECORD_HEADER.pack(len(payload), crc, kind) + payload
+
+
+def check_record(kind: int, crc: int, payload: bytes) -> bool:
+    return zlib.crc32(payload, zlib.crc32(bytes((kind,)))) == crc
+
+
+# -- operations ----------------------------------------------------------------------------
+
+
+def _dest(d: Destination | None) -> str | None:
+    return None if d is None else str(d)
+
+
+def _undest(text: str | None) -> Destination | None:
+    return None if text is None else parse_destination(text)
+
+
+def encode_message(m: Message) -> list[Any]:
+    return [
+        m.message_id, str(m.destination), m.body, int(m.body_type), m.persistent, m.priority,
+        m.timestamp, m.expiration, m.correlation_id, _dest(m.reply_to), m.type, m.group_id,
+        m.group_seq, m.producer_id, m.connection_id, m.user_id, m.redelivery_counter,
+        _dest(m.original_destination), dict(m.properties),
+    ]  # fmt: skip
+
+
+def decode_message(f: list[Any]) -> Message:
+    return Message(
+        message_id=f[0], destination=parse_destination(f[1]), body=f[2],
+        body_type=BodyType(f[3]), persistent=f[4], priority=f[5], timestamp=f[6],
+        expiration=f[7], correlation_id=f[8], reply_to=_undest(f[9]), type=f[10],
+        group_id=f[11], group_seq=f[12], producer_id=f[13], connection_id=f[14],
+        user_id=f[15], redelivery_counter=f[16], original_destination=_undest(f[17]),
+        properties=f[18],
+    )  # fmt: skip
+
+
+def encode_op(op: JournalOp) -> list[Any]:
+    match op:
+        case SequencedAdd(seq, message):
+            return ["A", seq, encode_message(message)]
+        case RemoveMessage(d, mid):
+            return ["R", str(d), mid]
+        case UpdateRedelivery(d, mid, counter):
+            return ["U", str(d), mid, counter]
+        case AddSubscription(s):
+            return ["S", s.client_id, s.name, str(s.destination), s.selector, s.no_local]
+        case RemoveSubscription(d, client_id, name):
+            return ["X", str(d), client_id, name]
+        case AckSubscription(d, client_id, name, mid):
+            return ["K", str(d), client_id, name, mid]
+        case RemoveDestination(d):
+            return ["D", str(d)]
+
+
+def decode_op(f: list[Any]) -> JournalOp:
+    tag = f[0]
+    if tag == "A":
+        return SequencedAdd(f[1], decode_message(f[2]))
+    if tag == "R":
+        return RemoveMessage(parse_destination(f[1]), f[2])
+    if tag == "U":
+        return UpdateRedelivery(parse_destination(f[1]), f[2], f[3])
+    if tag == "S":
+        return AddSubscription(DurableSubscription(f[1], f[2], parse_destination(f[3]), f[4], f[5]))
+    if tag == "X":
+        return RemoveSubscription(parse_destination(f[1]), f[2], f[3])
+    if tag == "K":
+        return AckSubscription(parse_destination(f[1]), f[2], f[3], f[4])
+    if tag == "D":
+        return RemoveDestination(parse_destination(f[1]))
+    raise ValueError(f"unknown journal operation {tag!r}")
+
+
+def encode_batch(ops: Sequence[JournalOp]) -> bytes:
+    return frame_record(msgpack.packb([encode_op(op) for op in ops], use_bin_type=True))
+
+
+def decode_batch(payload: bytes) -> list[JournalOp]:
+    return [decode_op(f) for f in msgpack.unpackb(payload, raw=False, strict_map_key=False)]
+
+
+def sequence(batch: Sequence[StoreOp], next_seq: int) -> tuple[list[JournalOp], int]:
+    """Give each AddMessage the store's next sequence number."""
+    ops: list[JournalOp] = []
+    for op in batch:
+        if isinstance(op, AddMessage):
+            ops.append(SequencedAdd(next_seq, op.message))
+            next_seq += 1
+        else:
+            ops.append(op)
+    return ops, next_seq

@@ -1,0 +1,219 @@
+"""The journal adapter against the store contract, then its own cases: restarts, torn and
+damaged tails, a damaged index, file roll and removal, compaction, the lock, group commit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from contract import Q, StoreContract, msg
+
+from dovecote.store.api import AddMessage, PersistenceAdapter, RemoveMessage
+from dovecote.store.journal import JournalPersistenceAdapter
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[PersistenceAdapter]:
+    adapter = JournalPersistenceAdapter(tmp_path / "journal")
+    await adapter.start()
+    yield adapter
+    await adapter.stop()
+
+
+@pytest.fixture
+def reopen(tmp_path: Path):  # type: ignore[no-untyped-def]
+    async def again(adapter: PersistenceAdapter) -> PersistenceAdapter:
+        # A new adapter over the same directory: what a broker restart sees.
+        await adapter.stop()
+        fresh = JournalPersistenceAdapter(tmp_path / "journal")
+        await fresh.start()
+        return fresh
+
+    return again
+
+
+class TestJournalStore(StoreContract):
+    pass
+
+
+async def open_store(directory: Path, **options: object) -> JournalPersistenceAdapter:
+    adapter = JournalPersistenceAdapter(directory, **options)  # type: ignore[arg-type]
+    await adapter.start()
+    return adapter
+
+
+def ids(adapter: JournalPersistenceAdapter) -> list[str]:
+    return [m.message_id for m in adapter.recover().queues.get(Q, [])]
+
+
+async def test_torn_tail_recovers_to_the_last_good_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await open_store(tmp_path)
+    for i in range(5):
+        await store.write([AddMessage(msg(i))])
+    await store.stop()
+    log_file = tmp_path / "db-1.log"
+    size = log_file.stat().st_size
+    with log_file.open("r+b") as f:
+        f.truncate(size - 7)  # cut the last record mid-way
+    caplog.set_level(logging.WARNING)
+    store = await open_store(tmp_path)
+    assert ids(store) == [msg(i).message_id for i in range(4)]
+    assert "record cut short" in caplog.text
+    await store.write([AddMessage(msg(9))])  # new writes follow the last good record
+    await store.stop()
+    store = await open_store(tmp_path)
+    assert ids(store)[-1] == msg(9).message_id
+    await store.stop()
+
+
+async def test_garbage_tail_recovers_to_the_last_good_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await open_store(tmp_path)
+    for i in range(3):
+        await store.write([AddMessage(msg(i))])
+    await store.stop()
+    with (tmp_path / "db-1.log").open("ab") as f:
+        f.write(os.urandom(200))
+    # The index already saw all three; make the store replay everything to meet the garbage.
+    for path in (tmp_path / "index").iterdir():
+        path.unlink()
+    caplog.set_level(logging.WARNING)
+    store = await open_store(tmp_path)
+    assert ids(store) == [msg(i).message_id for i in range(3)]
+    assert "db-1.log" in caplog.text
+    await store.stop()
+
+
+async def test_overwritten_record_is_detected_by_its_checksum(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await open_store(tmp_path)
+    for i in range(3):
+        await store.write([AddMessage(msg(i))])
+    await store.stop()
+    data = bytearray((tmp_path / "db-1.log").read_bytes())
+    data[-5] ^= 0xFF  # flip a byte inside the last record's payload
+    (tmp_path / "db-1.log").write_bytes(bytes(data))
+    for path in (tmp_path / "index").iterdir():
+        path.unlink()
+    caplog.set_level(logging.WARNING)
+    store = await open_store(tmp_path)
+    assert ids(store) == [msg(0).message_id, msg(1).message_id]
+    assert "checksum mismatch" in caplog.text
+    await store.stop()
+
+
+async def test_damaged_index_is_rebuilt_from_the_journal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await open_store(tmp_path)
+    for i in range(10):
+        await store.write([AddMessage(msg(i))])
+    await store.write([RemoveMessage(Q, msg(3).message_id)])
+    await store.stop()
+    (tmp_path / "index" / "data.mdb").write_bytes(os.urandom(8192))
+    caplog.set_level(logging.WARNING)
+    store = await open_store(tmp_path)
+    assert ids(store) == [msg(i).message_id for i in range(10) if i != 3]
+    assert "rebuilding" in caplog.text
+    await store.stop()
+
+
+async def test_only_the_tail_is_replayed_after_a_checkpointed_index(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await open_store(tmp_path)
+    for i in range(20):
+        await store.write([AddMessage(msg(i))])
+    await store.stop()
+    caplog.set_level(logging.INFO)
+    store = await open_store(tmp_path)
+    assert "replay applied" not in caplog.text  # the index had everything
+    assert len(ids(store)) == 20
+    await store.stop()
+
+
+async def test_files_roll_and_consumed_files_are_removed(tmp_path: Path) -> None:
+    store = await open_store(tmp_path, max_file_length=4096)
+    for i in range(150):
+        await store.write([AddMessage(msg(i))])
+    files = sorted(p.name for p in tmp_path.glob("db-*.log"))
+    assert len(files) > 3
+    await store.write([RemoveMessage(Q, msg(i).message_id) for i in range(150)])
+    await store.write([AddMessage(msg(100))])  # a write runs the checkpoint
+    remaining = sorted(p.name for p in tmp_path.glob("db-*.log"))
+    assert len(remaining) <= 2 and "db-1.log" not in remaining
+    await store.stop()
+    store = await open_store(tmp_path, max_file_length=4096)
+    assert ids(store) == [msg(100).message_id]
+    await store.stop()
+
+
+async def test_a_few_old_messages_do_not_pin_old_files(tmp_path: Path) -> None:
+    store = await open_store(tmp_path, max_file_length=4096)
+    await store.write([AddMessage(msg(0))])  # a message nobody consumes, in db-1
+    for i in range(1, 150):
+        await store.write([AddMessage(msg(i))])
+        await store.write([RemoveMessage(Q, msg(i).message_id)])
+    for _ in range(3):  # let compaction move the old one and the next checkpoint delete
+        await store.write([AddMessage(msg(1000)), RemoveMessage(Q, msg(1000).message_id)])
+        await asyncio.sleep(0)
+    assert not (tmp_path / "db-1.log").exists()
+    assert len(list(tmp_path.glob("db-*.log"))) <= 3
+    await store.stop()
+    store = await open_store(tmp_path, max_file_length=4096)
+    assert ids(store) == [msg(0).message_id]
+    await store.stop()
+
+
+async def test_second_store_waits_for_the_lock(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    master = await open_store(tmp_path)
+    await master.write([AddMessage(msg(1))])
+    slave = JournalPersistenceAdapter(tmp_path)
+    starting = asyncio.create_task(slave.start())
+    while "waiting as a slave" not in caplog.text:
+        await asyncio.sleep(0.05)
+    assert not starting.done()
+    await master.stop()
+    await asyncio.wait_for(starting, 10)
+    assert ids(slave) == [msg(1).message_id]
+    await slave.stop()
+
+
+async def test_concurrent_writers_share_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await open_store(tmp_path)
+    syncs = 0
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        nonlocal syncs
+        syncs += 1
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    await asyncio.gather(*(store.write([AddMessage(msg(i))]) for i in range(50)))
+    assert syncs < 50 // 2, syncs  # group commit: far fewer fsyncs than writes
+    assert len(ids(store)) == 50
+    await store.stop()
+
+
+async def test_disk_syncs_off_never_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = await open_store(tmp_path, disk_syncs=False)
+    calls: list[int] = []
+    monkeypatch.setattr(os, "fsync", calls.append)
+    for i in range(5):
+        await store.write([AddMessage(msg(i))])
+    assert calls == []
+    await store.stop()

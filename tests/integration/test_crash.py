@@ -1,0 +1,206 @@
+"""Durability under kill -9 (SPEC M7): a broker on the journal store takes concurrent
+persistent STOMP sends with receipts while consumers ack, and is killed with SIGKILL at
+random moments and restarted, again and again. Afterwards every message whose receipt
+arrived has been delivered, no message whose ack was confirmed comes back, and the durable
+subscriber gets its backlog.
+
+20 cycles in the default run; DOVECOTE_LONG=1 runs 100.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from brokers import BrokerProcess, running_broker
+from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
+
+CYCLES = 100 if os.environ.get("DOVECOTE_LONG") else 20
+QUEUE = "/queue/crash"
+TOPIC = "/topic/crash"
+DURABLE = ("crash-durable", "d")
+
+
+class Link:
+    """A blocking STOMP 1.2 connection for the test's threads: our codec over a socket."""
+
+    def __init__(self, port: int, client_id: str | None = None) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.parser = FrameParser(version="1.2")
+        headers = [("accept-version", "1.2"), ("host", "x")]
+        if client_id:
+            headers.append(("client-id", client_id))
+        self.send(Frame("CONNECT", tuple(headers)))
+        assert self.read().command == "CONNECTED"
+
+    def send(self, frame: Frame) -> None:
+        self.sock.sendall(encode_frame(frame))
+
+    def read(self) -> Frame:
+        while True:
+            event = self.parser.next_event()
+            if isinstance(event, Frame):
+                return event
+            if event is NEED_DATA:
+                data = self.sock.recv(65536)
+                if not data:
+                    raise ConnectionError("broker went away")
+                self.parser.receive_data(data)
+            assert event in (NEED_DATA, HEARTBEAT)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@dataclass
+class Ledger:
+    """What the clients were told, shared by the threads of every cycle."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    receipted: dict[str, set[str]] = field(default_factory=lambda: {QUEUE: set(), TOPIC: set()})
+    delivered: dict[str, set[str]] = field(default_factory=lambda: {QUEUE: set(), TOPIC: set()})
+    acked: dict[str, set[str]] = field(default_factory=lambda: {QUEUE: set(), TOPIC: set()})
+    violations: list[str] = field(default_factory=list)
+    counter: int = 0
+
+    def next_body(self, prefix: str) -> str:
+        with self.lock:
+            self.counter += 1
+            return f"{prefix}-{self.counter}"
+
+
+def produce(port: int, destination: str, ledger: Ledger, stop: threading.Event) -> None:
+    try:
+        link = Link(port)
+        while not stop.is_set():
+            body = ledger.next_body(destination.rsplit("/", 1)[1])
+            link.send(Frame("SEND", (("destination", destination), ("persistent", "true"),
+                                     ("receipt", body)), body.encode()))  # fmt: skip
+            reply = link.read()
+            if reply.command != "RECEIPT" or reply.get("receipt-id") != body:
+                ledger.violations.append(f"unexpected answer to a send: {reply}")
+                return
+            with ledger.lock:
+                ledger.receipted[destination].add(body)
+    except (OSError, ConnectionError):
+        return  # the broker was killed
+
+
+def consume(
+    port: int, destination: str, ledger: Ledger, stop: threading.Event, ready: threading.Event
+) -> None:
+    try:
+        durable = destination == TOPIC
+        link = Link(port, client_id=DURABLE[0] if durable else None)
+        headers = [("destination", destination), ("id", "1"), ("ack", "client-individual"),
+                   ("activemq.prefetchSize", "20"), ("receipt", "subscribed")]  # fmt: skip
+        if durable:
+            headers.append(("activemq.subscriptionName", DURABLE[1]))
+        link.send(Frame("SUBSCRIBE", tuple(headers)))
+        awaiting: dict[str, str] = {}
+        while not stop.is_set():
+            frame = link.read()
+            if frame.command == "RECEIPT":
+                receipt = frame.get("receipt-id") or ""
+                if receipt == "subscribed":
+                    ready.set()
+                elif receipt in awaiting:
+                    with ledger.lock:
+                        ledger.acked[destination].add(awaiting.pop(receipt))
+                continue
+            body = frame.body.decode()
+            with ledger.lock:
+                if body in ledger.acked[destination]:
+                    ledger.violations.append(f"{body} came back after its ack was confirmed")
+                ledger.delivered[destination].add(body)
+            ack_id = frame.get("ack") or ""
+            awaiting[f"ack-{body}"] = body
+            link.send(Frame("ACK", (("id", ack_id), ("receipt", f"ack-{body}"))))
+    except (OSError, ConnectionError):
+        ready.set()
+        return
+
+
+@contextmanager
+def broker_in(workdir: Path) -> Iterator[BrokerProcess]:
+    with running_broker(workdir=workdir) as broker:
+        yield broker
+
+
+def drain(port: int, destination: str, ledger: Ledger) -> None:
+    """Take everything left with auto ack: an auto-ack subscription has no window, so all
+    of it is dispatched before the SUBSCRIBE receipt."""
+    durable = destination == TOPIC
+    link = Link(port, client_id=DURABLE[0] if durable else None)
+    headers = [("destination", destination), ("id", "drain"), ("receipt", "drained")]
+    if durable:
+        headers.append(("activemq.subscriptionName", DURABLE[1]))
+    link.send(Frame("SUBSCRIBE", tuple(headers)))
+    while (frame := link.read()).command == "MESSAGE":
+        body = frame.body.decode()
+        if body in ledger.acked[destination]:
+            ledger.violations.append(f"{body} came back after its ack was confirmed")
+        ledger.delivered[destination].add(body)
+    assert frame.get("receipt-id") == "drained"
+    link.close()
+
+
+@pytest.mark.timeout(600)
+def test_kill_9_loses_no_receipted_message_and_resurrects_no_acked_one(tmp_path: Path) -> None:
+    ledger = Ledger()
+    rng = random.Random(20261122)
+    for _ in range(CYCLES):
+        with broker_in(tmp_path) as broker:
+            stop = threading.Event()
+            readies = [threading.Event(), threading.Event()]
+            consumers = [
+                threading.Thread(
+                    target=consume, args=(broker.stomp_port, dest, ledger, stop, ready)
+                )
+                for dest, ready in zip((QUEUE, TOPIC), readies, strict=True)
+            ]
+            for thread in consumers:
+                thread.start()
+            for ready in readies:
+                assert ready.wait(10)
+            producers = [
+                threading.Thread(target=produce, args=(broker.stomp_port, dest, ledger, stop))
+                for dest in (QUEUE, QUEUE, TOPIC)
+            ]
+            for thread in producers:
+                thread.start()
+            # The random moment of the crash is the point of the test, not a wait for state.
+            time.sleep(rng.uniform(0.2, 0.8))
+            broker.process.send_signal(signal.SIGKILL)
+            broker.process.wait()
+            stop.set()
+            for thread in consumers + producers:
+                thread.join(20)
+                assert not thread.is_alive()
+    with broker_in(tmp_path) as broker:
+        drain(broker.stomp_port, QUEUE, ledger)
+        drain(broker.stomp_port, TOPIC, ledger)
+    print(
+        {
+            d: (len(ledger.receipted[d]), len(ledger.delivered[d]), len(ledger.acked[d]))
+            for d in (QUEUE, TOPIC)
+        }
+    )
+    assert ledger.violations == []
+    for destination in (QUEUE, TOPIC):
+        receipted = ledger.receipted[destination]
+        assert receipted, f"no send to {destination} was confirmed: the test tested nothing"
+        lost = receipted - ledger.delivered[destination]
+        assert not lost, (
+            f"{len(lost)} receipted messages to {destination} were lost: {sorted(lost)[:5]}"
+        )

@@ -1,9 +1,9 @@
 """The journal store (SPEC M2), KahaDB's design: an append-only journal as the truth and an
 LMDB index as its view. FORMAT.md beside this file describes the bytes on disk.
 
-``write`` queues a batch and waits. One writer task takes every batch queued at that moment,
-appends each as a record, fsyncs once for all of them (group commit; skipped when disk syncs
-are off), applies them to the index in one transaction and wakes their writers. Start takes
+``write`` hands a batch to the group writer: every batch queued at that moment is appended
+as a record, fsynced once for all of them (group commit; skipped when disk syncs are off) and
+applied to the index in one transaction before their writers wake. Start takes
 the directory's lock (a second broker waits, logging that it is a slave), replays the journal
 tail the index has not seen, and truncates a torn last record.
 """
@@ -11,7 +11,6 @@ tail the index has not seen, and truncates a torn last record.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import logging
 import os
@@ -30,6 +29,7 @@ from dovecote.store.api import (
     RecoveredSubscription,
     StoreOp,
 )
+from dovecote.store.groupcommit import GroupWriter
 from dovecote.store.journal.datafiles import DataFiles, Location
 from dovecote.store.journal.index import Index
 from dovecote.store.journal.records import (
@@ -70,9 +70,7 @@ class JournalPersistenceAdapter:
         self._files: DataFiles | None = None
         self._index: Index | None = None
         self._next_seq = 1
-        self._pending: list[tuple[list[JournalOp], asyncio.Future[None]]] = []
-        self._wakeup = asyncio.Event()
-        self._writer: asyncio.Task[None] | None = None
+        self._writer = GroupWriter(self._write_group, self._after_group)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -87,8 +85,7 @@ class JournalPersistenceAdapter:
             self._index.note_file(txn, self._files.current_id)
             self._index.mark_applied(txn, self._files.head)
         self._next_seq = self._index.last_seq() + 1
-        self._wakeup = asyncio.Event()
-        self._writer = asyncio.create_task(self._write_forever())
+        self._writer.start()
 
     async def _take_lock(self) -> None:
         fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -157,16 +154,7 @@ class JournalPersistenceAdapter:
             log.info("journal replay applied %d records after the last checkpoint", count)
 
     async def stop(self) -> None:
-        if self._writer is not None:
-            self._writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._writer
-            self._writer = None
-        if self._pending:  # written by nobody: fail their waiters rather than hang them
-            for _, future in self._pending:
-                if not future.done():
-                    future.set_exception(OSError("the store stopped"))
-            self._pending.clear()
+        await self._writer.stop()
         if self._files is not None:
             self._files.close()
             self._files = None
@@ -183,56 +171,32 @@ class JournalPersistenceAdapter:
         if not batch:
             return
         ops, self._next_seq = sequence(batch, self._next_seq)
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((ops, future))
-        self._wakeup.set()
-        await future
+        await self._writer.submit(ops)
 
-    async def _write_forever(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            while self._pending:
-                group, self._pending = self._pending, []
-                try:
-                    await self._write_group(loop, group)
-                except Exception as exc:  # every waiter learns of the failure
-                    log.exception("journal write failed")
-                    for _, future in group:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                for _, future in group:
-                    if not future.done():
-                        future.set_result(None)
-            self.checkpoint()
-            moves = self._compaction_ops()
-            if moves:
-                # Built and written in this task, between groups: no other write can come
-                # between reading what is live and recording its move.
-                await self._write_group(loop, [(moves, None)])
-                self.checkpoint()
-
-    async def _write_group(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        group: Sequence[tuple[list[JournalOp], asyncio.Future[None] | None]],
-    ) -> None:
+    async def _write_group(self, group: list[list[JournalOp]]) -> None:
         files, index = self._files, self._index
         assert files is not None and index is not None
-        written = [(files.append(encode_batch(ops)), ops) for ops, _ in group]
+        written = [(files.append(encode_batch(ops)), ops) for ops in group]
+        fds = files.dirty_fds()
         if self.disk_syncs:
             # One fsync covers every batch of the group: this is the group commit.
-            for fd in files.dirty_fds():
+            loop = asyncio.get_running_loop()
+            for fd in fds:
                 await loop.run_in_executor(None, os.fsync, fd)
-        else:
-            files.dirty_fds()
         with index.env.begin(write=True) as txn:
             for location, ops in written:
                 index.note_file(txn, location.file_id)
                 index.apply(txn, ops, location)
             index.mark_applied(txn, files.head)
+
+    async def _after_group(self) -> None:
+        self.checkpoint()
+        moves = self._compaction_ops()
+        if moves:
+            # Built and written in the writer task, between groups: no other write can come
+            # between reading what is live and recording its move.
+            await self._write_group([moves])
+            self.checkpoint()
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -1,0 +1,70 @@
+"""Group commit: writers queue their batches and wait; one task writes every batch queued at
+that moment as one group (one fsync, one database transaction) and wakes them all. While a
+group is being made durable the next one gathers, so concurrent producers share the cost of
+each sync (SPEC M2). A failure of a group fails each of its writers with the error."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+log = logging.getLogger("dovecote.store")
+
+
+class GroupWriter(Generic[T]):
+    def __init__(
+        self,
+        write_group: Callable[[list[T]], Awaitable[None]],
+        after_group: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._write_group = write_group
+        self._after_group = after_group
+        self._pending: list[tuple[T, asyncio.Future[None]]] = []
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._wakeup = asyncio.Event()
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for _, future in self._pending:  # written by nobody: fail them rather than hang them
+            if not future.done():
+                future.set_exception(OSError("the store stopped"))
+        self._pending.clear()
+
+    async def submit(self, item: T) -> None:
+        """Queue one batch and return once its group is durable."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        self._wakeup.set()
+        await future
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._pending:
+                group, self._pending = self._pending, []
+                try:
+                    await self._write_group([item for item, _ in group])
+                except Exception as exc:  # each writer learns of the failure
+                    log.exception("store write failed")
+                    for _, future in group:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for _, future in group:
+                    if not future.done():
+                        future.set_result(None)
+            if self._after_group is not None:
+                await self._after_group()

@@ -5,7 +5,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 UV_VERSION := 0.13.9
 
-.PHONY: install run test lint typecheck unit clean
+.PHONY: install system-deps run test lint typecheck clean
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -17,6 +17,13 @@ $(VENV)/.synced: $(UV) pyproject.toml uv.lock
 
 install: $(VENV)/.synced
 
+# Debian packages the tests need: a PostgreSQL server for the SQL store's tests.
+system-deps:
+	@if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "installing PostgreSQL (apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	fi
+
 run: install
 	$(VENV)/bin/dovecote broker
 
@@ -27,7 +34,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-test: install lint typecheck
+test: install system-deps lint typecheck
 	$(VENV)/bin/pytest
 
 clean:

@@ -10,6 +10,7 @@ from dovecote.config import Config
 from dovecote.store.api import PersistenceAdapter
 from dovecote.store.journal import JournalPersistenceAdapter
 from dovecote.store.memory import MemoryPersistenceAdapter
+from dovecote.store.sql import SqlPersistenceAdapter
 from dovecote.transport.stomp import StompListenerSettings, StompServer
 
 log = logging.getLogger("dovecote")
@@ -19,6 +20,12 @@ def make_store(config: Config) -> PersistenceAdapter:
     store = config.store
     if not config.broker.persistent or store.kind == "memory":
         return MemoryPersistenceAdapter()
+    if store.kind == "sql":
+        url = store.url or f"sqlite:///{config.broker.data_dir.resolve() / 'dovecote.db'}"
+        config.broker.data_dir.mkdir(parents=True, exist_ok=True)
+        return SqlPersistenceAdapter(
+            url, create_tables=store.create_tables_on_startup, lease_ms=store.lock_lease_ms
+        )
     return JournalPersistenceAdapter(
         config.broker.data_dir / "journal",
         max_file_length=store.journal_max_file_length,

@@ -60,14 +60,22 @@ class BrokerSection(_Section):
 
 
 class StoreSection(_Section):
-    kind: Literal["journal", "memory"] = "journal"
-    """The persistence adapter: the journal (KahaDB's design, under data_dir/journal)."""
+    kind: Literal["journal", "sql", "memory"] = "journal"
+    """The persistence adapter: the journal (KahaDB's design, under data_dir/journal), sql
+    (ActiveMQ's JDBC design), or memory."""
     journal_max_file_length: int = Field(32 * 1024 * 1024, gt=4096)
     """Data files roll over at this size (journalMaxFileLength)."""
     enable_journal_disk_syncs: bool = True
     """fsync each group of writes before acknowledging them (enableJournalDiskSyncs)."""
     compact_live_limit: int = Field(1000, ge=0)
     """The oldest data file is compacted when at most this many live records pin it."""
+    url: str | None = None
+    """sql: a SQLAlchemy URL (postgresql+psycopg://user@host/db); default SQLite in data_dir."""
+    create_tables_on_startup: bool = True
+    """sql: create the ACTIVEMQ_* tables when they are missing (createTablesOnStartup)."""
+    lock_lease_ms: int = Field(10_000, ge=100)
+    """sql: how long the ACTIVEMQ_LOCK lease lasts unless renewed; a broker restarted after
+    a crash waits this long for its predecessor's lease."""
 
 
 class StompSection(_Section):

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from brokers import BrokerProcess, running_broker
+from postgres import postgres_server
 from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
 
 CYCLES = 100 if os.environ.get("DOVECOTE_LONG") else 20
@@ -132,9 +133,27 @@ def consume(
 
 
 @contextmanager
-def broker_in(workdir: Path) -> Iterator[BrokerProcess]:
-    with running_broker(workdir=workdir) as broker:
+def broker_in(workdir: Path, config: str) -> Iterator[BrokerProcess]:
+    with running_broker(config, workdir=workdir) as broker:
         yield broker
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["journal", "sqlite", "postgresql"])
+def store_config(request: pytest.FixtureRequest) -> str:
+    if request.param == "journal":
+        return '[store]\nkind = "journal"\n'
+    # A short lease: a broker restarted after kill -9 waits out its predecessor's lease.
+    lease = "lock_lease_ms = 600\n"
+    if request.param == "sqlite":
+        return f'[store]\nkind = "sql"\n{lease}'
+    url = request.getfixturevalue("pg_url")
+    return f'[store]\nkind = "sql"\nurl = "{url}"\n{lease}'
 
 
 def drain(port: int, destination: str, ledger: Ledger) -> None:
@@ -156,11 +175,13 @@ def drain(port: int, destination: str, ledger: Ledger) -> None:
 
 
 @pytest.mark.timeout(600)
-def test_kill_9_loses_no_receipted_message_and_resurrects_no_acked_one(tmp_path: Path) -> None:
+def test_kill_9_loses_no_receipted_message_and_resurrects_no_acked_one(
+    tmp_path: Path, store_config: str
+) -> None:
     ledger = Ledger()
     rng = random.Random(20261122)
     for _ in range(CYCLES):
-        with broker_in(tmp_path) as broker:
+        with broker_in(tmp_path, store_config) as broker:
             stop = threading.Event()
             readies = [threading.Event(), threading.Event()]
             consumers = [
@@ -187,7 +208,7 @@ def test_kill_9_loses_no_receipted_message_and_resurrects_no_acked_one(tmp_path:
             for thread in consumers + producers:
                 thread.join(20)
                 assert not thread.is_alive()
-    with broker_in(tmp_path) as broker:
+    with broker_in(tmp_path, store_config) as broker:
         drain(broker.stomp_port, QUEUE, ledger)
         drain(broker.stomp_port, TOPIC, ledger)
     print(

@@ -11,6 +11,7 @@ from dovecote.store.api import PersistenceAdapter
 from dovecote.store.journal import JournalPersistenceAdapter
 from dovecote.store.memory import MemoryPersistenceAdapter
 from dovecote.store.sql import SqlPersistenceAdapter
+from dovecote.store.sql.journaled import JournaledSqlPersistenceAdapter
 from dovecote.transport.stomp import StompListenerSettings, StompServer
 
 log = logging.getLogger("dovecote")
@@ -20,11 +21,20 @@ def make_store(config: Config) -> PersistenceAdapter:
     store = config.store
     if not config.broker.persistent or store.kind == "memory":
         return MemoryPersistenceAdapter()
-    if store.kind == "sql":
+    if store.kind in ("sql", "journaled-sql"):
         url = store.url or f"sqlite:///{config.broker.data_dir.resolve() / 'dovecote.db'}"
         config.broker.data_dir.mkdir(parents=True, exist_ok=True)
-        return SqlPersistenceAdapter(
+        sql = SqlPersistenceAdapter(
             url, create_tables=store.create_tables_on_startup, lease_ms=store.lock_lease_ms
+        )
+        if store.kind == "sql":
+            return sql
+        return JournaledSqlPersistenceAdapter(
+            config.broker.data_dir / "sql-journal",
+            sql,
+            max_file_length=store.journal_max_file_length,
+            disk_syncs=store.enable_journal_disk_syncs,
+            checkpoint_interval_ms=store.checkpoint_interval_ms,
         )
     return JournalPersistenceAdapter(
         config.broker.data_dir / "journal",

@@ -60,9 +60,9 @@ class BrokerSection(_Section):
 
 
 class StoreSection(_Section):
-    kind: Literal["journal", "sql", "memory"] = "journal"
+    kind: Literal["journal", "sql", "journaled-sql", "memory"] = "journal"
     """The persistence adapter: the journal (KahaDB's design, under data_dir/journal), sql
-    (ActiveMQ's JDBC design), or memory."""
+    (ActiveMQ's JDBC design), journaled-sql (a journal in front of sql), or memory."""
     journal_max_file_length: int = Field(32 * 1024 * 1024, gt=4096)
     """Data files roll over at this size (journalMaxFileLength)."""
     enable_journal_disk_syncs: bool = True
@@ -73,6 +73,8 @@ class StoreSection(_Section):
     """sql: a SQLAlchemy URL (postgresql+psycopg://user@host/db); default SQLite in data_dir."""
     create_tables_on_startup: bool = True
     """sql: create the ACTIVEMQ_* tables when they are missing (createTablesOnStartup)."""
+    checkpoint_interval_ms: int = Field(5_000, ge=0)
+    """journaled-sql: how often the journal is checkpointed into the tables."""
     lock_lease_ms: int = Field(10_000, ge=100)
     """sql: how long the ACTIVEMQ_LOCK lease lasts unless renewed; a broker restarted after
     a crash waits this long for its predecessor's lease."""

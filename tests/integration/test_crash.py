@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from brokers import BrokerProcess, running_broker
-from postgres import postgres_server
 from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
+from postgres import postgres_server
 
 CYCLES = 100 if os.environ.get("DOVECOTE_LONG") else 20
 QUEUE = "/queue/crash"
@@ -144,7 +144,7 @@ def pg_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["journal", "sqlite", "postgresql"])
+@pytest.fixture(params=["journal", "sqlite", "postgresql", "journaled-sql"])
 def store_config(request: pytest.FixtureRequest) -> str:
     if request.param == "journal":
         return '[store]\nkind = "journal"\n'
@@ -152,6 +152,8 @@ def store_config(request: pytest.FixtureRequest) -> str:
     lease = "lock_lease_ms = 600\n"
     if request.param == "sqlite":
         return f'[store]\nkind = "sql"\n{lease}'
+    if request.param == "journaled-sql":
+        return f'[store]\nkind = "journaled-sql"\ncheckpoint_interval_ms = 200\n{lease}'
     url = request.getfixturevalue("pg_url")
     return f'[store]\nkind = "sql"\nurl = "{url}"\n{lease}'
 

@@ -26,6 +26,7 @@ class GroupWriter(Generic[T]):
         self._pending: list[tuple[T, asyncio.Future[None]]] = []
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._busy = asyncio.Lock()
 
     def start(self) -> None:
         self._wakeup = asyncio.Event()
@@ -56,7 +57,8 @@ class GroupWriter(Generic[T]):
             while self._pending:
                 group, self._pending = self._pending, []
                 try:
-                    await self._write_group([item for item, _ in group])
+                    async with self._busy:
+                        await self._write_group([item for item, _ in group])
                 except Exception as exc:  # each writer learns of the failure
                     log.exception("store write failed")
                     for _, future in group:
@@ -67,4 +69,10 @@ class GroupWriter(Generic[T]):
                     if not future.done():
                         future.set_result(None)
             if self._after_group is not None:
-                await self._after_group()
+                async with self._busy:
+                    await self._after_group()
+
+    async def run_exclusive(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """Run ``fn`` between groups, never while one is being written."""
+        async with self._busy:
+            await fn()

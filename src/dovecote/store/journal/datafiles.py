@@ -50,10 +50,10 @@ class DataFiles:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def open_for_append(self) -> None:
+    def open_for_append(self, first_id: int = 1) -> None:
         """Continue the last file (after recovery truncated any torn tail) or start one."""
         if not self.file_ids:
-            self._start_file(1)
+            self._start_file(first_id)
             return
         self.current_id = self.file_ids[-1]
         self._fd = os.open(self.path(self.current_id), os.O_WRONLY | os.O_APPEND)

@@ -20,7 +20,17 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, delete, event, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from dovecote.core.destinations import Destination, destination_matches, parse_destination
@@ -39,7 +49,7 @@ from dovecote.store.api import (
 from dovecote.store.groupcommit import GroupWriter
 from dovecote.store.journal.records import JournalOp, SequencedAdd, sequence
 from dovecote.store.messagecodec import pack_message, unpack_message
-from dovecote.store.sql.schema import acks, lock, messages, metadata, sub_acks
+from dovecote.store.sql.schema import acks, checkpoint, lock, messages, metadata, sub_acks
 
 log = logging.getLogger("dovecote.store.sql")
 R = TypeVar("R")
@@ -84,7 +94,9 @@ class SqlPersistenceAdapter:
         waiting = False
         while not await self._run(self._try_lock):
             if not waiting:
-                log.info("SQL store %s is locked by another broker; waiting as a slave", self._safe_url)
+                log.info(
+                    "SQL store %s is locked by another broker; waiting as a slave", self._safe_url
+                )
                 waiting = True
             await asyncio.sleep(self.lease_ms / 4000)
         if waiting:
@@ -100,6 +112,7 @@ class SqlPersistenceAdapter:
     def _open(self) -> Engine:
         engine = create_engine(self.url, pool_pre_ping=True)
         if engine.dialect.name == "sqlite":
+
             @event.listens_for(engine, "connect")
             def _pragmas(dbapi_connection: Any, _: Any) -> None:
                 cursor = dbapi_connection.cursor()
@@ -153,7 +166,9 @@ class SqlPersistenceAdapter:
         assert self._engine is not None
         with self._engine.begin() as conn:
             conn.execute(
-                update(lock).where(lock.c.ID == LOCK_ROW, lock.c.BROKER_NAME == self._me).values(TIME=0)
+                update(lock)
+                .where(lock.c.ID == LOCK_ROW, lock.c.BROKER_NAME == self._me)
+                .values(TIME=0)
             )
 
     async def stop(self) -> None:
@@ -207,10 +222,15 @@ class SqlPersistenceAdapter:
                     return  # no durable subscription needs it
                 conn.execute(
                     insert(messages).values(
-                        ID=seq, CONTAINER=container, MSGID_PROD=message.message_id, MSGID_SEQ=0,
-                        EXPIRATION=message.expiration, MSG=pack_message(message),
-                        PRIORITY=message.priority, REDELIVERY=message.redelivery_counter,
-                    )  # fmt: skip
+                        ID=seq,
+                        CONTAINER=container,
+                        MSGID_PROD=message.message_id,
+                        MSGID_SEQ=0,
+                        EXPIRATION=message.expiration,
+                        MSG=pack_message(message),
+                        PRIORITY=message.priority,
+                        REDELIVERY=message.redelivery_counter,
+                    )
                 )
             case RemoveMessage(destination, message_id):
                 conn.execute(delete(messages).where(*self._by_id(destination, message_id)))
@@ -223,19 +243,30 @@ class SqlPersistenceAdapter:
             case AddSubscription(sub):
                 key = (sub.client_id, sub.name)
                 start = conn.execute(select(func.max(messages.c.ID))).scalar() or 0
-                conn.execute(delete(acks).where(acks.c.CLIENT_ID == key[0], acks.c.SUB_NAME == key[1]))
+                conn.execute(
+                    delete(acks).where(acks.c.CLIENT_ID == key[0], acks.c.SUB_NAME == key[1])
+                )
                 conn.execute(
                     insert(acks).values(
-                        CONTAINER=str(sub.destination), SUB_DEST=str(sub.destination),
-                        CLIENT_ID=sub.client_id, SUB_NAME=sub.name, SELECTOR=sub.selector,
-                        LAST_ACKED_ID=start, PRIORITY=5, NO_LOCAL=sub.no_local,
-                    )  # fmt: skip
+                        CONTAINER=str(sub.destination),
+                        SUB_DEST=str(sub.destination),
+                        CLIENT_ID=sub.client_id,
+                        SUB_NAME=sub.name,
+                        SELECTOR=sub.selector,
+                        LAST_ACKED_ID=start,
+                        PRIORITY=5,
+                        NO_LOCAL=sub.no_local,
+                    )
                 )
                 self._subs[key] = (sub, start)
             case RemoveSubscription(_, client_id, name):
-                conn.execute(delete(acks).where(acks.c.CLIENT_ID == client_id, acks.c.SUB_NAME == name))
                 conn.execute(
-                    delete(sub_acks).where(sub_acks.c.CLIENT_ID == client_id, sub_acks.c.SUB_NAME == name)
+                    delete(acks).where(acks.c.CLIENT_ID == client_id, acks.c.SUB_NAME == name)
+                )
+                conn.execute(
+                    delete(sub_acks).where(
+                        sub_acks.c.CLIENT_ID == client_id, sub_acks.c.SUB_NAME == name
+                    )
                 )
                 self._subs.pop((client_id, name), None)
                 self._drop_unneeded_topic_messages(conn)
@@ -249,7 +280,9 @@ class SqlPersistenceAdapter:
                 ).first()
                 if row is None:
                     return
-                conn.execute(insert(sub_acks).values(CLIENT_ID=client_id, SUB_NAME=name, MSG_ID=row.ID))
+                conn.execute(
+                    insert(sub_acks).values(CLIENT_ID=client_id, SUB_NAME=name, MSG_ID=row.ID)
+                )
                 self._drop_if_all_acked(conn, row.ID, row.CONTAINER)
             case RemoveDestination(destination):
                 conn.execute(delete(messages).where(messages.c.CONTAINER == str(destination)))
@@ -287,6 +320,33 @@ class SqlPersistenceAdapter:
         for row in rows:
             self._drop_if_all_acked(conn, row.ID, row.CONTAINER)
 
+    # -- for the journaled SQL store --------------------------------------------------------
+
+    async def apply_checkpoint(self, ops: list[JournalOp], position: tuple[int, int]) -> None:
+        """Apply already-sequenced operations and record the journal position they reach,
+        in one transaction: a crash leaves either both or neither."""
+        await self._run(self._apply_checkpoint, ops, position)
+
+    def _apply_checkpoint(self, ops: list[JournalOp], position: tuple[int, int]) -> None:
+        assert self._engine is not None
+        with self._engine.begin() as conn:
+            for op in ops:
+                self._apply(conn, op)
+            conn.execute(delete(checkpoint))
+            conn.execute(
+                insert(checkpoint).values(ID=1, FILE_ID=position[0], FILE_OFFSET=position[1])
+            )
+
+    def checkpoint_position(self) -> tuple[int, int] | None:
+        assert self._engine is not None
+        with self._engine.connect() as conn:
+            row = conn.execute(select(checkpoint)).first()
+        return None if row is None else (int(row.FILE_ID), int(row.FILE_OFFSET))
+
+    @property
+    def next_seq(self) -> int:
+        return self._next_seq
+
     # -- reading ---------------------------------------------------------------------------
 
     def recover(self) -> RecoveredState:
@@ -322,7 +382,9 @@ class SqlPersistenceAdapter:
         assert self._engine is not None
         with self._engine.connect() as conn:
             count = conn.execute(
-                select(func.count()).select_from(messages).where(messages.c.CONTAINER == str(destination))
+                select(func.count())
+                .select_from(messages)
+                .where(messages.c.CONTAINER == str(destination))
             ).scalar()
         return int(count or 0)
 

@@ -9,6 +9,8 @@ written with SQLAlchemy Core so the same statements run on SQLite and PostgreSQL
   started: it needs only messages with a larger ID.
 - DOVECOTE_SUB_ACKS (dovecote's): the messages each durable subscription acknowledged
   individually, since STOMP and JMS clients may ack out of order.
+- DOVECOTE_CHECKPOINT (dovecote's): for the journaled SQL store, the journal position up to
+  which the tables hold everything.
 - ACTIVEMQ_LOCK: one row that one broker at a time holds by lease.
 """
 
@@ -63,6 +65,14 @@ sub_acks = Table(
     Column("CLIENT_ID", String(250), primary_key=True),
     Column("SUB_NAME", String(250), primary_key=True),
     Column("MSG_ID", BigInteger, primary_key=True),
+)
+
+checkpoint = Table(
+    "DOVECOTE_CHECKPOINT",
+    metadata,
+    Column("ID", Integer, primary_key=True, autoincrement=False),
+    Column("FILE_ID", BigInteger, nullable=False),
+    Column("FILE_OFFSET", BigInteger, nullable=False),
 )
 
 lock = Table(

@@ -105,6 +105,19 @@ class DeadLetterSection(_Section):
     process_non_persistent: bool = False
 
 
+class UsageSection(_Section):
+    """systemUsage: the broker-wide limits (SPEC M6)."""
+
+    memory_limit: int = Field(256 * 1024 * 1024, ge=0)
+    """Bytes of messages held in memory; at the limit producers wait (0: no limit)."""
+    store_limit: int = Field(100 * 1024**3, ge=0)
+    """Bytes of persistent messages kept in the store."""
+    temp_limit: int = Field(50 * 1024**3, ge=0)
+    """Bytes of non-persistent messages spilled to the temp store (data_dir/tmp_storage)."""
+    send_fail_if_no_space: bool = False
+    """At a limit, a send fails with an error naming it instead of waiting."""
+
+
 class PolicyEntry(_Section):
     pattern: str = ">"
     queues: bool = True
@@ -113,6 +126,10 @@ class PolicyEntry(_Section):
     dead_letter_options: DeadLetterSection = DeadLetterSection()
     maximum_redeliveries: int = Field(6, ge=-1)
     pending_message_limit: int = Field(-1, ge=-1)
+    memory_limit: int = Field(-1, ge=-1)
+    """Bytes this destination may hold in memory (-1: only the broker's limit)."""
+    producer_flow_control: bool = True
+    """Off: non-persistent messages beyond the memory limit spill to the temp store."""
 
     def to_policy(self) -> DestinationPolicy:
         options = self.dead_letter_options
@@ -131,6 +148,8 @@ class PolicyEntry(_Section):
             ),
             maximum_redeliveries=self.maximum_redeliveries,
             pending_message_limit=self.pending_message_limit,
+            memory_limit=self.memory_limit,
+            producer_flow_control=self.producer_flow_control,
         )
 
 
@@ -144,12 +163,18 @@ class Config(_Section):
     store: StoreSection = StoreSection()
     stomp: StompSection = StompSection()
     policy: PolicySection = PolicySection()
+    usage: UsageSection = UsageSection()
 
     def broker_settings(self) -> BrokerSettings:
         return BrokerSettings(
             broker_name=self.broker.name,
             policies=PolicyMap(entries=tuple(e.to_policy() for e in self.policy.entries)),
             expire_messages_period_ms=self.policy.expire_messages_period_ms,
+            memory_limit=self.usage.memory_limit,
+            store_limit=self.usage.store_limit,
+            temp_limit=self.usage.temp_limit,
+            send_fail_if_no_space=self.usage.send_fail_if_no_space,
+            temp_directory=self.broker.data_dir / "tmp_storage",
         )
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -23,44 +22,14 @@ from pathlib import Path
 import pytest
 
 from brokers import BrokerProcess, running_broker
-from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
+from dovecote.protocol.stomp import Frame
 from postgres import postgres_server
+from stomplink import Link
 
 CYCLES = 100 if os.environ.get("DOVECOTE_LONG") else 20
 QUEUE = "/queue/crash"
 TOPIC = "/topic/crash"
 DURABLE = ("crash-durable", "d")
-
-
-class Link:
-    """A blocking STOMP 1.2 connection for the test's threads: our codec over a socket."""
-
-    def __init__(self, port: int, client_id: str | None = None) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.parser = FrameParser(version="1.2")
-        headers = [("accept-version", "1.2"), ("host", "x")]
-        if client_id:
-            headers.append(("client-id", client_id))
-        self.send(Frame("CONNECT", tuple(headers)))
-        assert self.read().command == "CONNECTED"
-
-    def send(self, frame: Frame) -> None:
-        self.sock.sendall(encode_frame(frame))
-
-    def read(self) -> Frame:
-        while True:
-            event = self.parser.next_event()
-            if isinstance(event, Frame):
-                return event
-            if event is NEED_DATA:
-                data = self.sock.recv(65536)
-                if not data:
-                    raise ConnectionError("broker went away")
-                self.parser.receive_data(data)
-            assert event in (NEED_DATA, HEARTBEAT)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @dataclass

@@ -25,7 +25,7 @@ from dovecote.broker.connection import (
     Origin,
     TransactedAck,
 )
-from dovecote.broker.consumer import Consumer, DispatchSink, Entry
+from dovecote.broker.consumer import Consumer, DispatchSink, Entry, release_all
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.queue import Queue
 from dovecote.broker.regions import Regions, now_ms
@@ -107,6 +107,7 @@ class Broker:
         for connection_id in list(self._connections):
             await self.remove_connection(connection_id)
         await self.store.stop()
+        self.regions.temp.close()
 
     # -- connections -----------------------------------------------------------------------
 
@@ -210,8 +211,12 @@ class Broker:
             for consumer in list(queue.consumers):
                 self._consumers.pop(consumer.info.consumer_id, None)
                 self._cancel_pull_timer(consumer.info.consumer_id)
+                release_all(consumer.take_back())
+            release_all(queue.remove_pending())
             await self.store.write([RemoveDestination(destination)])
         for sub in self.regions.topic_subs.pop(destination, []):
+            release_all(sub.detach())
+            release_all(sub.remove_pending())
             if sub.consumer is not None:
                 self._consumers.pop(sub.consumer.info.consumer_id, None)
 
@@ -224,6 +229,7 @@ class Broker:
         if command.transaction_id is not None:
             self._transaction_of(state, command).sends.append(message)
             return
+        await self.regions.admit(message)
         await self.regions.route([message])
 
     # -- consumers -------------------------------------------------------------------------
@@ -327,7 +333,10 @@ class Broker:
             returned = origin.detach()
             if origin.durable is None:
                 self.regions.drop_topic_subscription(origin)
-                return origin, []  # a non-durable subscription's messages go with it
+                # A non-durable subscription's messages go with it.
+                release_all(returned)
+                release_all(origin.remove_pending())
+                return origin, []
         return origin, [e for e in returned if e.message_id not in held]
 
     async def _browse(self, consumer: Consumer) -> None:
@@ -394,6 +403,7 @@ class Broker:
                 else:
                     await self.store.write(self.regions.consume_ops(origin, entries))
                     consumer.settle(entries)
+                    release_all(entries)
                     if isinstance(origin, Queue):
                         origin.stats.dequeued += len(entries)
             case AckType.POISON:
@@ -454,6 +464,7 @@ class Broker:
         await self.regions.route(tx.sends, extra_ops=ops)
         for ack in tx.acks:
             ack.record.consumer.settle(ack.entries)
+            release_all(ack.entries)
             if isinstance(ack.record.origin, Queue):
                 ack.record.origin.stats.dequeued += len(ack.entries)
             await self.regions.dispatch(ack.record.origin)

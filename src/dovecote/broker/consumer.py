@@ -8,9 +8,11 @@ the destination takes it back (SPEC C2, C4, R1).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import NamedTuple
 
+from dovecote.broker.usage import TempStore, Usage
 from dovecote.core.commands import AckType, ConsumerInfo, MessageAck, MessageDispatch
 from dovecote.core.errors import BrokerError
 from dovecote.core.message import Message
@@ -27,7 +29,7 @@ class Dispatched(NamedTuple):
 
 
 class Entry:
-    __slots__ = ("message", "redelivery_counter", "seq", "window_freed")
+    __slots__ = ("charged", "message", "redelivery_counter", "seq", "size", "spill", "window_freed")
 
     def __init__(self, message: Message, seq: int) -> None:
         self.message = message
@@ -36,10 +38,40 @@ class Entry:
         # Set by a DELIVERED ack or a transacted ack: the prefetch room is given back
         # before the message is settled.
         self.window_freed = False
+        self.size = message.size
+        # The usages this entry is counted in, released once when the broker drops it.
+        self.charged: tuple[Usage, ...] = ()
+        # Where the body waits on disk when the entry was spilled out of memory.
+        self.spill: tuple[TempStore, tuple[int, int]] | None = None
 
     @property
     def message_id(self) -> str:
         return self.message.message_id
+
+    def full_message(self) -> Message:
+        """The message with its body, read back from the temp store if it was spilled, and
+        the broker's redelivery counter."""
+        message = self.message
+        if self.spill is not None:
+            store, where = self.spill
+            message = replace(message, body=store.get(where))
+        if self.redelivery_counter != message.redelivery_counter:
+            message = message.with_redelivery(self.redelivery_counter)
+        return message
+
+    def release(self) -> None:
+        """The broker is done with this entry: give back what it was counted in."""
+        for usage in self.charged:
+            usage.release(self.size)
+        self.charged = ()
+        if self.spill is not None:
+            self.spill[0].drop()
+            self.spill = None
+
+
+def release_all(entries: Iterable[Entry]) -> None:
+    for entry in entries:
+        entry.release()
 
 
 class Consumer:
@@ -74,10 +106,7 @@ class Consumer:
             self.inflight[entry.message_id] = entry
         if self.pulls:
             self.pulls -= 1
-        message = entry.message
-        if entry.redelivery_counter != message.redelivery_counter:
-            message = message.with_redelivery(entry.redelivery_counter)
-        self.sink(MessageDispatch(self.info.consumer_id, message))
+        self.sink(MessageDispatch(self.info.consumer_id, entry.full_message()))
         return auto
 
     def acked_entries(self, ack: MessageAck) -> list[Entry]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 
 from dovecote.core.destinations import Destination, DestinationType, queue, wildcard_matches
 
@@ -60,6 +61,11 @@ class DestinationPolicy:
     pending_message_limit: int = -1
     """Non-durable topic subscribers keep at most this many pending messages beyond their
     prefetch, dropping the oldest (constantPendingMessageLimitStrategy, SPEC D4); -1 = all."""
+    memory_limit: int = -1
+    """Bytes of messages the destination may hold in memory (-1: only the broker's limit)."""
+    producer_flow_control: bool = True
+    """At the memory limit, producers wait. Off: non-persistent messages spill to the temp
+    store instead (persistent ones still wait)."""
 
     def applies_to(self, destination: Destination) -> bool:
         if destination.is_queue != self.for_queues:
@@ -91,3 +97,13 @@ class BrokerSettings:
     policies: PolicyMap = field(default_factory=PolicyMap)
     expire_messages_period_ms: int = 30_000
     """How often every destination is swept for expired messages (SPEC R4)."""
+    memory_limit: int = 256 * 1024 * 1024
+    """systemUsage memoryUsage: bytes of messages held in memory across the broker."""
+    store_limit: int = 100 * 1024**3
+    """systemUsage storeUsage: bytes of persistent messages kept."""
+    temp_limit: int = 50 * 1024**3
+    """systemUsage tempUsage: bytes of non-persistent messages spilled to disk."""
+    send_fail_if_no_space: bool = False
+    """At a limit, fail the send with an error instead of making the producer wait."""
+    temp_directory: Path = Path("data/tmp_storage")
+    """The temp store; wiped at every start."""

@@ -84,7 +84,7 @@ class Queue:
         entries = [e for c in self.consumers for e in c.inflight.values()]
         entries.extend(self.pending_entries())
         entries.sort(key=lambda e: (-_clamp(e.message.priority), e.seq))
-        return [e.message.with_redelivery(e.redelivery_counter) for e in entries]
+        return [e.full_message() for e in entries]
 
     def remove_pending(self, predicate: Callable[[Entry], bool] | None = None) -> list[Entry]:
         """Take out pending entries for which ``predicate(entry)`` holds (all when None)."""

@@ -16,10 +16,11 @@ from dataclasses import replace
 from itertools import count
 
 from dovecote.broker.connection import Origin
-from dovecote.broker.consumer import Dispatched, Entry
+from dovecote.broker.consumer import Dispatched, Entry, release_all
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.queue import Queue
 from dovecote.broker.topic import TopicSubscription
+from dovecote.broker.usage import SystemUsage, TempStore, Usage
 from dovecote.core.destinations import Destination, destination_matches
 from dovecote.core.message import Message
 from dovecote.store.api import (
@@ -51,6 +52,14 @@ class Regions:
         self.settings = settings
         self.store = store
         self.clock = clock
+        self.usage = SystemUsage(
+            settings.memory_limit,
+            settings.store_limit,
+            settings.temp_limit,
+            settings.send_fail_if_no_space,
+        )
+        self.temp = TempStore(settings.temp_directory)
+        self._memory: dict[Destination, Usage] = {}
         self.queues: dict[Destination, Queue] = {}
         self.topic_subs: dict[Destination, list[TopicSubscription]] = {}
         self.wildcard_subs: list[TopicSubscription] = []
@@ -59,16 +68,19 @@ class Regions:
 
     def load(self, recovered: RecoveredState) -> None:
         """Fill the destinations from what the store recovered at start."""
+        self.temp.open()
         for destination, messages in recovered.queues.items():
             queue = self.queue(destination)
             for message in messages:
-                queue.enqueue(message)
+                self._charge(queue.enqueue(message))
         for item in recovered.subscriptions:
             sub = self.add_topic_subscription(
                 TopicSubscription(item.subscription.destination, durable=item.subscription)
             )
             for message in item.pending:
-                sub.offer(Entry(message, next(self._topic_seq)))
+                entry = Entry(message, next(self._topic_seq))
+                self._charge(entry)
+                sub.offer(entry)
 
     def queue(self, destination: Destination) -> Queue:
         queue = self.queues.get(destination)
@@ -103,6 +115,45 @@ class Regions:
         if sub.key is not None:
             self.durables.pop(sub.key, None)
 
+    # -- usage ---------------------------------------------------------------------------
+
+    def memory_usage(self, destination: Destination) -> Usage:
+        usage = self._memory.get(destination)
+        if usage is None:
+            limit = self.settings.policies.for_destination(destination).memory_limit
+            usage = Usage(f"{destination} memory", limit, parent=self.usage.memory)
+            self._memory[destination] = usage
+        return usage
+
+    async def admit(self, message: Message) -> None:
+        """Producer flow control (SPEC S4): wait (or fail) while a usage the message would
+        weigh on is full."""
+        for destination in message.destination.components():
+            what = str(destination)
+            if message.persistent:
+                await self.usage.wait_for(self.usage.store, what)
+            flow_control = self.settings.policies.for_destination(destination).producer_flow_control
+            if message.persistent or flow_control:
+                await self.usage.wait_for(self.memory_usage(destination), what)
+            else:
+                await self.usage.wait_for(self.usage.temp, what)
+
+    def _charge(self, entry: Entry) -> None:
+        """Count a new entry in the usages it weighs on; a non-persistent one that finds
+        memory full on a destination without flow control is spilled to the temp store."""
+        message = entry.message
+        memory = self.memory_usage(message.destination)
+        if message.persistent:
+            entry.charged = (memory, self.usage.store)
+        elif memory.full and message.body:
+            entry.spill = (self.temp, self.temp.put(message.body))
+            entry.message = replace(message, body=b"")
+            entry.charged = (self.usage.temp,)
+        else:
+            entry.charged = (memory,)
+        for usage in entry.charged:
+            usage.charge(entry.size)
+
     async def route(self, messages: Iterable[Message], extra_ops: Iterable[StoreOp] = ()) -> None:
         """Store (persistent ones, in one batch) and then deliver messages to destinations."""
         ops: list[StoreOp] = list(extra_ops)
@@ -129,12 +180,15 @@ class Regions:
         for message in to_queues:
             queue = queues.get(message.destination) or self.queue(message.destination)
             queues[message.destination] = queue
-            queue.enqueue(message)
+            self._charge(queue.enqueue(message))
         touched: dict[int, TopicSubscription] = {}
         for message, subs in to_topics:
             for sub in subs:
-                dropped = sub.offer(Entry(message, next(self._topic_seq)))
+                entry = Entry(message, next(self._topic_seq))
+                self._charge(entry)
+                dropped = sub.offer(entry)
                 if dropped is not None:
+                    dropped.release()
                     log.debug("pending limit dropped %s on %s", dropped.message_id, sub.destination)
                 touched[id(sub)] = sub
         for queue in queues.values():
@@ -174,6 +228,7 @@ class Regions:
         if done.settled:
             if isinstance(origin, Queue):
                 origin.stats.dequeued += len(done.settled)
+            release_all(done.settled)
             ops = self.consume_ops(origin, done.settled)
             if ops:
                 await self.store.write(ops)
@@ -240,7 +295,8 @@ class Regions:
         ops = self.consume_ops(origin, entries)
         copies: list[Message] = []
         for entry in entries:
-            message = entry.message
+            message = entry.full_message()
+            entry.release()
             strategy = self.settings.policies.for_destination(message.destination).dead_letter
             target = strategy.dead_letter_destination(message.destination)
             if target == message.destination or not strategy.wants(message.persistent, expired):

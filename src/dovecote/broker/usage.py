@@ -1,0 +1,151 @@
+"""systemUsage (SPEC M6, S4): memory, store and temp limits, and producer flow control.
+
+A ``Usage`` counts bytes against a limit and may have a parent (a destination's memory usage
+counts in the broker's too); it is full when it or any parent is over its limit. Each entry
+a destination holds is charged to the usages it weighs on and released exactly once when the
+broker lets go of it. Producers that meet a full usage wait in ``SystemUsage.wait_for`` until
+a release makes room, or get a ``ResourceLimitError`` when ``send_fail_if_no_space`` is set.
+
+The temp store holds the bodies of non-persistent messages spilled out of memory by
+destinations whose producer flow control is off: one append-only file, wiped at start and
+emptied whenever nothing in it is live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from dovecote.core.errors import ResourceLimitError
+
+log = logging.getLogger("dovecote.broker.usage")
+
+
+class Usage:
+    __slots__ = ("_on_release", "limit", "name", "parent", "used")
+    _on_release: Callable[[], None] | None
+
+    def __init__(
+        self,
+        name: str,
+        limit: int,
+        parent: Usage | None = None,
+        on_release: Callable[[], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.limit = limit
+        self.parent = parent
+        self.used = 0
+        self._on_release = (
+            on_release
+            if on_release is not None
+            else (parent._on_release if parent is not None else None)
+        )
+
+    @property
+    def full(self) -> bool:
+        if 0 < self.limit <= self.used:
+            return True
+        return self.parent.full if self.parent is not None else False
+
+    def charge(self, amount: int) -> None:
+        usage: Usage | None = self
+        while usage is not None:
+            usage.used += amount
+            usage = usage.parent
+
+    def release(self, amount: int) -> None:
+        usage: Usage | None = self
+        while usage is not None:
+            usage.used -= amount
+            usage = usage.parent
+        if self._on_release is not None:
+            self._on_release()
+
+    def describe(self) -> str:
+        """The usage that is full, for error messages."""
+        if 0 < self.limit <= self.used:
+            return f"{self.name} limit of {self.limit} bytes reached ({self.used} used)"
+        return self.parent.describe() if self.parent is not None else f"{self.name} has room"
+
+
+class SystemUsage:
+    def __init__(
+        self,
+        memory_limit: int,
+        store_limit: int,
+        temp_limit: int,
+        send_fail_if_no_space: bool,
+    ) -> None:
+        self.memory = Usage("broker memory", memory_limit, on_release=self._wake)
+        self.store = Usage("store", store_limit, on_release=self._wake)
+        self.temp = Usage("temp store", temp_limit, on_release=self._wake)
+        self.send_fail_if_no_space = send_fail_if_no_space
+        self._waiters: list[asyncio.Future[None]] = []
+        self._blocked: set[str] = set()
+
+    def _wake(self) -> None:
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def wait_for(self, usage: Usage, what: str) -> None:
+        """Block the sender until ``usage`` has room (producer flow control), or fail it."""
+        if not usage.full:
+            return
+        if self.send_fail_if_no_space:
+            raise ResourceLimitError(f"cannot send to {what}: {usage.describe()}")
+        if what not in self._blocked:
+            self._blocked.add(what)
+            log.info("producer flow control: %s; blocking producers to %s", usage.describe(), what)
+        loop = asyncio.get_running_loop()
+        while usage.full:
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            await waiter
+        self._blocked.discard(what)
+
+
+class TempStore:
+    """Spilled message bodies in one file under the data directory, gone at restart."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._fd = -1
+        self._size = 0
+        self._live = 0
+
+    def open(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)  # the temp store is wiped at start
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.directory / "spill.dat", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def put(self, body: bytes) -> tuple[int, int]:
+        if self._fd < 0:
+            self.open()
+        offset = self._size
+        os.pwrite(self._fd, body, offset)
+        self._size += len(body)
+        self._live += 1
+        return offset, len(body)
+
+    def get(self, where: tuple[int, int]) -> bytes:
+        return os.pread(self._fd, where[1], where[0])
+
+    def drop(self) -> None:
+        """One spilled body is no longer needed; with none left, the file starts over."""
+        self._live -= 1
+        if self._live == 0 and self._size:
+            os.ftruncate(self._fd, 0)
+            self._size = 0

@@ -1,0 +1,39 @@
+"""A blocking STOMP 1.2 connection built on dovecote's own frame codec, for tests that need
+exact control of each frame (crash and flow-control tests)."""
+
+from __future__ import annotations
+
+import socket
+
+from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
+
+
+class Link:
+    """One connection; ``read`` returns the next frame, raising ConnectionError at EOF."""
+
+    def __init__(self, port: int, client_id: str | None = None) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.parser = FrameParser(version="1.2")
+        headers = [("accept-version", "1.2"), ("host", "x")]
+        if client_id:
+            headers.append(("client-id", client_id))
+        self.send(Frame("CONNECT", tuple(headers)))
+        assert self.read().command == "CONNECTED"
+
+    def send(self, frame: Frame) -> None:
+        self.sock.sendall(encode_frame(frame))
+
+    def read(self) -> Frame:
+        while True:
+            event = self.parser.next_event()
+            if isinstance(event, Frame):
+                return event
+            if event is NEED_DATA:
+                data = self.sock.recv(65536)
+                if not data:
+                    raise ConnectionError("broker went away")
+                self.parser.receive_data(data)
+            assert event in (NEED_DATA, HEARTBEAT)
+
+    def close(self) -> None:
+        self.sock.close()

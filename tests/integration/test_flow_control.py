@@ -81,7 +81,8 @@ def test_fast_producer_slow_consumer_memory_bounded_nothing_lost(tmp_path: Path)
         producer.join(30)
         done.set()
         assert sorted(seen) == list(range(total))
-        # 30,000 x 2 KiB (75 MiB of RSS without a limit) went through; the broker held only about its 4 MiB limit at once.
+        # 30,000 x 2 KiB went through (about 75 MiB of RSS growth without a limit); the
+        # broker held only about its 4 MiB limit at a time.
         print(f"RSS growth {(peak[0] - baseline) / 2**20:.1f} MiB")
         assert peak[0] - baseline < 40 * 1024 * 1024, (baseline, peak[0])
 

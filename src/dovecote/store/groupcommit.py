@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+STOP_TIMEOUT_S = 30.0
 log = logging.getLogger("dovecote.store")
 
 
@@ -27,16 +28,26 @@ class GroupWriter(Generic[T]):
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._busy = asyncio.Lock()
+        self._closing = False
 
     def start(self) -> None:
         self._wakeup = asyncio.Event()
+        self._closing = False
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
+        """Finish the group being written and every batch already queued, then end: a group
+        is never cut in half (its records on disk but not yet applied)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            self._closing = True
+            self._wakeup.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), STOP_TIMEOUT_S)
+            except TimeoutError:
+                log.error("store writer did not finish within %ss; stopping it", STOP_TIMEOUT_S)
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
             self._task = None
         for _, future in self._pending:  # written by nobody: fail them rather than hang them
             if not future.done():
@@ -45,13 +56,15 @@ class GroupWriter(Generic[T]):
 
     async def submit(self, item: T) -> None:
         """Queue one batch and return once its group is durable."""
+        if self._closing or self._task is None:
+            raise OSError("the store is stopping")
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((item, future))
         self._wakeup.set()
         await future
 
     async def _run(self) -> None:
-        while True:
+        while not (self._closing and not self._pending):
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._pending:
@@ -68,7 +81,7 @@ class GroupWriter(Generic[T]):
                 for _, future in group:
                     if not future.done():
                         future.set_result(None)
-            if self._after_group is not None:
+            if self._after_group is not None and not self._closing:
                 async with self._busy:
                     await self._after_group()
 

@@ -200,7 +200,7 @@ class StompConverter:
             reply_to, more = self._destination(headers["reply-to"])
             commands.extend(more)
         message = Message(
-            message_id=f"ID:{self.producer_id}:{next(self._message_seq)}",
+            message_id=f"{self.producer_id}:{next(self._message_seq)}",
             destination=destination,
             body=frame.body,
             body_type=BodyType.BYTES if "content-length" in headers else BodyType.TEXT,

@@ -89,6 +89,7 @@ class JournaledSqlPersistenceAdapter:
         self.checkpoint_max_ops = checkpoint_max_ops
         self._files: DataFiles | None = None
         self._window: list[JournalOp] = []
+        self._window_end = Location(0, 0)
         self._writer = GroupWriter(self._write_group, self._after_group)
         self._ticker: asyncio.Task[None] | None = None
         self._next_seq = 1
@@ -110,6 +111,7 @@ class JournaledSqlPersistenceAdapter:
         self._next_seq = top + 1
         # Never write below a position the tables already claim to cover.
         self._files.open_for_append(first_id=covered[0] + 1 if covered else 1)
+        self._window_end = self._files.head
         if self._window:
             log.info("journaled SQL: %d operations in the journal tail", len(self._window))
         await self._checkpoint_now()
@@ -141,6 +143,7 @@ class JournaledSqlPersistenceAdapter:
         assert files is not None
         for ops in group:
             files.append(encode_batch(ops))
+        end = files.head
         fds = files.dirty_fds()
         if self.disk_syncs:
             loop = asyncio.get_running_loop()
@@ -148,6 +151,7 @@ class JournaledSqlPersistenceAdapter:
                 await loop.run_in_executor(None, os.fsync, fd)
         for ops in group:
             self._window.extend(ops)
+        self._window_end = end
 
     async def _after_group(self) -> None:
         if len(self._window) >= self.checkpoint_max_ops:
@@ -162,8 +166,9 @@ class JournaledSqlPersistenceAdapter:
         """Move the window into SQL; runs between groups, never during one."""
         files = self._files
         assert files is not None
+        # The window covers the journal up to ``_window_end``, and only that is claimed.
         window, self._window = self._window, []
-        head = files.head
+        head = self._window_end
         net = fold(window)
         self.folded_away += len(window) - len(net)
         await self.sql.apply_checkpoint(net, (head.file_id, head.offset))

@@ -177,12 +177,8 @@ class JournalPersistenceAdapter:
         files, index = self._files, self._index
         assert files is not None and index is not None
         written = [(files.append(encode_batch(ops)), ops) for ops in group]
-        fds = files.dirty_fds()
-        if self.disk_syncs:
-            # One fsync covers every batch of the group: this is the group commit.
-            loop = asyncio.get_running_loop()
-            for fd in fds:
-                await loop.run_in_executor(None, os.fsync, fd)
+        # One fsync covers every batch of the group: this is the group commit.
+        await files.sync(self.disk_syncs)
         with index.env.begin(write=True) as txn:
             for location, ops in written:
                 index.note_file(txn, location.file_id)

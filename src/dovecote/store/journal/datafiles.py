@@ -6,6 +6,7 @@ file written since the last sync, which the adapter calls once per group of batc
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -83,13 +84,15 @@ class DataFiles:
         self._dirty.add(self.current_id)
         return location
 
-    def dirty_fds(self) -> list[int]:
-        """Descriptors to fsync for everything appended since the last call."""
-        fds = []
-        for file_id in self._dirty:
-            fds.append(self._fd if file_id == self.current_id else self._reader(file_id))
+    async def sync(self, disk_syncs: bool) -> None:
+        """Make everything appended since the last call durable: one fsync per file written,
+        in a worker thread so the event loop goes on (skipped when disk syncs are off)."""
+        fds = [self._fd if f == self.current_id else self._reader(f) for f in self._dirty]
         self._dirty.clear()
-        return fds
+        if disk_syncs:
+            loop = asyncio.get_running_loop()
+            for fd in fds:
+                await loop.run_in_executor(None, os.fsync, fd)
 
     @property
     def head(self) -> Location:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -144,11 +143,7 @@ class JournaledSqlPersistenceAdapter:
         for ops in group:
             files.append(encode_batch(ops))
         end = files.head
-        fds = files.dirty_fds()
-        if self.disk_syncs:
-            loop = asyncio.get_running_loop()
-            for fd in fds:
-                await loop.run_in_executor(None, os.fsync, fd)
+        await files.sync(self.disk_syncs)
         for ops in group:
             self._window.extend(ops)
         self._window_end = end

@@ -139,3 +139,41 @@ def test_without_flow_control_non_persistent_messages_spill_to_disk(tmp_path: Pa
         consumer.send(Frame("SUBSCRIBE", (("destination", "/queue/spill.b"), ("id", "1"),
                                          ("receipt", "sub"))))  # fmt: skip
         assert consumer.read().command == "RECEIPT"
+
+
+def test_destination_memory_limit_applies_to_that_destination_only(tmp_path: Path) -> None:
+    config = (
+        "[usage]\nsend_fail_if_no_space = true\n"
+        '[[policy.entries]]\npattern = "small.>"\nmemory_limit = 65536\n'
+    )
+    with running_broker(config, workdir=tmp_path) as broker:
+        small, other = Link(broker.stomp_port), Link(broker.stomp_port)
+        accepted = 0
+        while (reply := send(small, "/queue/small.a", BODY, f"s{accepted}")).command == "RECEIPT":
+            accepted += 1
+            assert accepted < 1000, "the destination limit never applied"
+        assert "queue://small.a memory limit" in (reply.get("message") or "")
+        assert 10 < accepted < 40  # about 64 KiB of 2 KiB messages
+        for i in range(200):  # another destination still has the broker's room
+            assert send(other, "/queue/other", BODY, f"o{i}").command == "RECEIPT"
+
+
+def test_temp_store_limit_applies_to_spilled_messages(tmp_path: Path) -> None:
+    config = (
+        "[usage]\nmemory_limit = 65536\ntemp_limit = 262144\nsend_fail_if_no_space = true\n"
+        '[[policy.entries]]\npattern = "spill.>"\nproducer_flow_control = false\n'
+    )
+    with running_broker(config, workdir=tmp_path) as broker:
+        link = Link(broker.stomp_port)
+        accepted = 0
+        while (reply := send(link, "/queue/spill.t", BODY, f"t{accepted}")).command == "RECEIPT":
+            accepted += 1
+            assert accepted < 1000, "the temp limit never applied"
+        assert "temp store limit" in (reply.get("message") or "")
+        consumer = Link(broker.stomp_port)
+        consumer.send(Frame("SUBSCRIBE", (("destination", "/queue/spill.t"), ("id", "1"),
+                                         ("receipt", "sub"))))  # fmt: skip
+        got = 0
+        while consumer.read().command == "MESSAGE":
+            got += 1
+        assert got == accepted

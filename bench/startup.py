@@ -15,7 +15,7 @@ import time
 def one_start() -> float:
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dovecote", "broker", "--stomp-port", "0"],
+        [sys.executable, "-m", "dovecote", "broker", "--stomp-port", "0", "--openwire-port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -18,13 +18,15 @@ BODY = b"x" * 1024
 
 def start_broker() -> tuple[subprocess.Popen[str], int]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dovecote", "broker", "--stomp-port", "0", "--log-level", "warning"],
+        [sys.executable, "-m", "dovecote", "broker", "--stomp-port", "0", "--openwire-port", "0",
+         "--log-level", "warning"],  # fmt: skip
         stdout=subprocess.PIPE,
         text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    return proc, int(line.rsplit(":", 1)[1])
+    ports = dict(part.split("=", 1) for part in line.split()[2:])
+    return proc, int(ports["stomp"].rsplit(":", 1)[1])
 
 
 def connect(port: int) -> socket.socket:

@@ -21,6 +21,7 @@ READY_TIMEOUT_S = 20.0
 class BrokerProcess:
     process: subprocess.Popen[str]
     stomp_port: int
+    openwire_port: int
     workdir: Path
     log_lines: list[str]
 
@@ -42,7 +43,8 @@ def running_broker(config_toml: str = "", workdir: Path | None = None) -> Iterat
     """Start ``dovecote broker`` on a free STOMP port; stop it (SIGTERM, then SIGKILL)."""
     with tempfile.TemporaryDirectory(prefix="dovecote-test-") as tmp:
         wd = workdir or Path(tmp)
-        cmd = [sys.executable, "-m", "dovecote", "broker", "--stomp-port", "0"]
+        cmd = [sys.executable, "-m", "dovecote", "broker", "--stomp-port", "0",
+               "--openwire-port", "0"]  # fmt: skip
         if config_toml:
             cfg = wd / "dovecote.toml"
             cfg.write_text(config_toml)
@@ -59,9 +61,9 @@ def running_broker(config_toml: str = "", workdir: Path | None = None) -> Iterat
         log_lines: list[str] = []
         threading.Thread(target=_pump, args=(proc.stderr, log_lines), daemon=True).start()
         try:
-            port = _wait_ready(proc, log_lines)
+            ports = _wait_ready(proc, log_lines)
             threading.Thread(target=_pump, args=(proc.stdout, log_lines), daemon=True).start()
-            yield BrokerProcess(proc, port, wd, log_lines)
+            yield BrokerProcess(proc, ports["stomp"], ports.get("openwire", 0), wd, log_lines)
         finally:
             if proc.poll() is None:
                 proc.terminate()
@@ -72,7 +74,7 @@ def running_broker(config_toml: str = "", workdir: Path | None = None) -> Iterat
                     proc.wait()
 
 
-def _wait_ready(proc: subprocess.Popen[str], log_lines: list[str]) -> int:
+def _wait_ready(proc: subprocess.Popen[str], log_lines: list[str]) -> dict[str, int]:
     deadline = time.monotonic() + READY_TIMEOUT_S
     assert proc.stdout is not None
     while time.monotonic() < deadline:
@@ -82,5 +84,5 @@ def _wait_ready(proc: subprocess.Popen[str], log_lines: list[str]) -> int:
             raise RuntimeError(f"broker exited ({proc.returncode}):\n{''.join(log_lines)}")
         if line.startswith("dovecote ready:"):
             fields = dict(part.split("=", 1) for part in line.split()[2:])
-            return int(fields["stomp"].rsplit(":", 1)[1])
+            return {name: int(addr.rsplit(":", 1)[1]) for name, addr in fields.items()}
     raise RuntimeError(f"broker not ready in {READY_TIMEOUT_S}s:\n{''.join(log_lines)}")

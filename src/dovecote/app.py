@@ -12,6 +12,7 @@ from dovecote.store.journal import JournalPersistenceAdapter
 from dovecote.store.memory import MemoryPersistenceAdapter
 from dovecote.store.sql import SqlPersistenceAdapter
 from dovecote.store.sql.journaled import JournaledSqlPersistenceAdapter
+from dovecote.transport.openwire import OpenWireListenerSettings, OpenWireServer
 from dovecote.transport.stomp import StompListenerSettings, StompServer
 
 log = logging.getLogger("dovecote")
@@ -58,6 +59,18 @@ def stomp_settings(config: Config) -> StompListenerSettings:
     )
 
 
+def openwire_settings(config: Config) -> OpenWireListenerSettings:
+    o = config.openwire
+    return OpenWireListenerSettings(
+        host=o.host,
+        port=o.port,
+        max_frame_size=o.max_frame_size,
+        max_inactivity_ms=o.max_inactivity_ms,
+        max_inactivity_initial_delay_ms=o.max_inactivity_initial_delay_ms,
+        max_connections=o.max_connections,
+    )
+
+
 class BrokerApp:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -65,15 +78,22 @@ class BrokerApp:
         self.stomp: StompServer | None = None
         if config.stomp.enabled:
             self.stomp = StompServer(self.broker, stomp_settings(config))
+        self.openwire: OpenWireServer | None = None
+        if config.openwire.enabled:
+            self.openwire = OpenWireServer(self.broker, openwire_settings(config))
 
     async def start(self) -> None:
         await self.broker.start()
         if self.stomp is not None:
             await self.stomp.start()
+        if self.openwire is not None:
+            await self.openwire.start()
         kind = self.config.store.kind if self.config.broker.persistent else "memory"
         log.info("broker %r started (store: %s)", self.config.broker.name, kind)
 
     async def stop(self) -> None:
+        if self.openwire is not None:
+            await self.openwire.stop()
         if self.stomp is not None:
             await self.stomp.stop()
         await self.broker.stop()

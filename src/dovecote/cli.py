@@ -46,6 +46,9 @@ def broker(
     stomp_port: Annotated[
         int | None, typer.Option(help="Override the STOMP port (0 picks a free one).")
     ] = None,
+    openwire_port: Annotated[
+        int | None, typer.Option(help="Override the OpenWire port (0 picks a free one).")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Run the broker in the foreground until Ctrl-C or SIGTERM."""
@@ -61,6 +64,10 @@ def broker(
         raise typer.Exit(2) from None
     if stomp_port is not None:
         cfg = cfg.model_copy(update={"stomp": cfg.stomp.model_copy(update={"port": stomp_port})})
+    if openwire_port is not None:
+        cfg = cfg.model_copy(
+            update={"openwire": cfg.openwire.model_copy(update={"port": openwire_port})}
+        )
     try:
         import uvloop
 
@@ -80,10 +87,13 @@ async def _serve(broker_app: BrokerApp) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await broker_app.start()
+    # A line tests and scripts can wait for.
+    listeners = []
     if broker_app.stomp is not None:
-        # A line tests and scripts can wait for.
-        host = broker_app.config.stomp.host
-        print(f"dovecote ready: stomp={host}:{broker_app.stomp.port}", flush=True)
+        listeners.append(f"stomp={broker_app.config.stomp.host}:{broker_app.stomp.port}")
+    if broker_app.openwire is not None:
+        listeners.append(f"openwire={broker_app.config.openwire.host}:{broker_app.openwire.port}")
+    print("dovecote ready: " + " ".join(listeners), flush=True)
     try:
         await stop.wait()
     finally:

@@ -95,6 +95,17 @@ class StompSection(_Section):
     max_connections: int = Field(1000, gt=0)
 
 
+class OpenWireSection(_Section):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(61616, ge=0, le=65535)
+    max_frame_size: int = Field(100 * 1024 * 1024, gt=0)
+    max_inactivity_ms: int = Field(30_000, ge=0)
+    """maxInactivityDuration: keep-alives both ways; a silent peer is dropped (0: off)."""
+    max_inactivity_initial_delay_ms: int = Field(10_000, ge=0)
+    max_connections: int = Field(1000, gt=0)
+
+
 class DeadLetterSection(_Section):
     shared_queue: str = "ActiveMQ.DLQ"
     queue_prefix: str = "DLQ."
@@ -162,6 +173,7 @@ class Config(_Section):
     broker: BrokerSection = BrokerSection()
     store: StoreSection = StoreSection()
     stomp: StompSection = StompSection()
+    openwire: OpenWireSection = OpenWireSection()
     policy: PolicySection = PolicySection()
     usage: UsageSection = UsageSection()
 

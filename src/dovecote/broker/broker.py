@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from itertools import count
 
 from dovecote.broker.connection import (
     ConnectionState,
@@ -47,7 +48,7 @@ from dovecote.core.commands import (
     TransactionInfo,
     TransactionType,
 )
-from dovecote.core.destinations import Destination
+from dovecote.core.destinations import Destination, destination_matches, topic
 from dovecote.core.errors import (
     BrokerError,
     InvalidDestinationError,
@@ -55,6 +56,7 @@ from dovecote.core.errors import (
     UnknownTransactionError,
 )
 from dovecote.core.ids import ConnectionId, ConsumerId, IdGenerator, ProducerId, SessionId
+from dovecote.core.message import BodyType, Message
 from dovecote.store.api import (
     AddSubscription,
     DurableSubscription,
@@ -84,6 +86,8 @@ class Broker:
         self._pull_timers: dict[ConsumerId, asyncio.TimerHandle] = {}
         self._temp_owners: dict[Destination, ConnectionId] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        self._advisory_producer = f"{self.ids.next_name()}:0:0"
+        self._advisory_seq = count(1)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -162,7 +166,7 @@ class Broker:
             case RemoveSubscriptionInfo():
                 await self._remove_durable(command.client_id, command.subscription_name)
             case DestinationInfo(destination=destination, add=True):
-                self._add_temp_destination(state, destination)
+                await self._add_temp_destination(state, destination)
             case DestinationInfo(destination=destination, add=False):
                 await self._remove_destination(destination)
             case ConnectionInfo():
@@ -192,7 +196,7 @@ class Broker:
                 f"temporary destination {destination} does not exist (its connection closed)"
             )
 
-    def _add_temp_destination(self, state: ConnectionState, destination: Destination) -> None:
+    async def _add_temp_destination(self, state: ConnectionState, destination: Destination) -> None:
         if not destination.is_temporary:
             if destination.is_queue:
                 self.regions.queue(destination)
@@ -200,12 +204,16 @@ class Broker:
         owner = self._temp_owners.setdefault(destination, state.info.connection_id)
         if owner != state.info.connection_id:
             raise BrokerError(f"temporary destination {destination} belongs to another connection")
-        state.temp_destinations.add(destination)
+        if destination not in state.temp_destinations:
+            state.temp_destinations.add(destination)
+            await self.regions.route([self._temp_advisory(owner, destination, add=True)])
 
     async def _remove_destination(self, destination: Destination) -> None:
         owner = self._temp_owners.pop(destination, None)
         if owner is not None and owner in self._connections:
             self._connections[owner].temp_destinations.discard(destination)
+        if owner is not None:
+            await self.regions.route([self._temp_advisory(owner, destination, add=False)])
         queue = self.regions.queues.pop(destination, None)
         if queue is not None:
             for consumer in list(queue.consumers):
@@ -219,6 +227,29 @@ class Broker:
             release_all(sub.remove_pending())
             if sub.consumer is not None:
                 self._consumers.pop(sub.consumer.info.consumer_id, None)
+
+    def _temp_advisory(self, owner: ConnectionId, destination: Destination, add: bool) -> Message:
+        """ActiveMQ.Advisory.TempQueue/TempTopic: clients that watch advisories (the JMS
+        client by default) learn which temporary destinations exist (SPEC D3)."""
+        kind = "TempQueue" if destination.is_queue else "TempTopic"
+        return Message(
+            message_id=f"{self._advisory_producer}:{next(self._advisory_seq)}",
+            destination=topic(f"ActiveMQ.Advisory.{kind}"),
+            body_type=BodyType.MESSAGE,
+            type="Advisory",
+            timestamp=now_ms(),
+            properties={"originBrokerName": self.settings.broker_name},
+            data_structure=DestinationInfo(owner, destination, add),
+        )
+
+    def _replay_temp_advisories(self, record: ConsumerRecord) -> list[Message]:
+        """A new advisory subscriber first learns of the temporary destinations that exist."""
+        if not isinstance(record.origin, TopicSubscription):
+            return []
+        wanted = [d for d in self._temp_owners if destination_matches(record.origin.destination,
+            topic("ActiveMQ.Advisory.TempQueue" if d.is_queue else "ActiveMQ.Advisory.TempTopic")
+        )]  # fmt: skip
+        return [self._temp_advisory(self._temp_owners[d], d, add=True) for d in wanted]
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -238,7 +269,7 @@ class Broker:
         if info.consumer_id in self._consumers:
             raise BrokerError(f"consumer {info.consumer_id} already exists")
         destination = info.destination
-        if destination.is_composite:
+        if destination.is_composite and destination.is_queue:
             raise InvalidDestinationError(
                 f"cannot consume from composite destination {destination}"
             )
@@ -267,6 +298,10 @@ class Broker:
             record = ConsumerRecord(consumer, self.regions.add_topic_subscription(sub))
         self._consumers[info.consumer_id] = record
         state.consumers.add(info.consumer_id)
+        if destination.is_topic and "ActiveMQ.Advisory.Temp" in destination.name:
+            for advisory in self._replay_temp_advisories(record):
+                assert isinstance(record.origin, TopicSubscription)
+                self.regions.offer(record.origin, advisory)
         await self.regions.dispatch(record.origin)
 
     async def _attach_durable(

@@ -97,7 +97,7 @@ class Regions:
         return subs
 
     def add_topic_subscription(self, sub: TopicSubscription) -> TopicSubscription:
-        if sub.destination.is_wildcard:
+        if sub.destination.is_wildcard or sub.destination.is_composite:
             self.wildcard_subs.append(sub)
         else:
             self.topic_subs.setdefault(sub.destination, []).append(sub)
@@ -106,7 +106,7 @@ class Regions:
         return sub
 
     def drop_topic_subscription(self, sub: TopicSubscription) -> None:
-        if sub.destination.is_wildcard:
+        if sub.destination.is_wildcard or sub.destination.is_composite:
             self.wildcard_subs.remove(sub)
         else:
             subs = self.topic_subs.get(sub.destination, [])
@@ -114,6 +114,14 @@ class Regions:
                 subs.remove(sub)
         if sub.key is not None:
             self.durables.pop(sub.key, None)
+
+    def offer(self, sub: TopicSubscription, message: Message) -> None:
+        """Give one subscription a message of its own (advisory replays)."""
+        entry = Entry(message, next(self._topic_seq))
+        self._charge(entry)
+        dropped = sub.offer(entry)
+        if dropped is not None:
+            dropped.release()
 
     # -- usage ---------------------------------------------------------------------------
 

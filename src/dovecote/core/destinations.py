@@ -121,6 +121,8 @@ def wildcard_matches(pattern: str, name: str) -> bool:
 
 def destination_matches(subscribed: Destination, actual: Destination) -> bool:
     """Whether a subscription on ``subscribed`` receives messages sent to ``actual``."""
+    if subscribed.is_composite:
+        return any(destination_matches(part, actual) for part in subscribed.components())
     if subscribed.is_queue != actual.is_queue:
         return False
     if subscribed == actual:

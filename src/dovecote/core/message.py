@@ -57,6 +57,8 @@ class Message:
     redelivery_counter: int = 0
     original_destination: Destination | None = None
     properties: Mapping[str, PropertyValue] = field(default_factory=lambda: _EMPTY)
+    data_structure: object | None = None
+    """A command the message carries: advisories carry the DestinationInfo they announce."""
 
     def is_expired(self, now_ms: int) -> bool:
         return self.expiration > 0 and now_ms >= self.expiration

@@ -1,0 +1,447 @@
+"""OpenWire structures to core commands and back: one converter per connection, no I/O.
+
+This is the OpenWire twin of the STOMP converter. ``on_structure`` turns a client command
+into an ``OpenWireRequest`` (core commands to run, then the structure to answer with);
+``on_dispatch`` turns a broker dispatch into a MessageDispatch; ``error_response`` renders a
+failure as an ExceptionResponse (for a command that wanted a response) or ConnectionError.
+
+Mapping notes (ActiveMQ 5.17 behaviour):
+- Text bodies become UTF-8 text in the core (so STOMP sees text); bytes bodies stay bytes;
+  map, stream and object bodies travel as their OpenWire bytes.
+- A message id is its MessageId's text form ``<producer id>:<sequence>``; dispatches carry
+  it back both as textView and as producer id + sequence.
+- A rollback leaves acked messages in flight to the client, which redelivers them itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from dataclasses import dataclass
+from typing import Any, Final
+
+from dovecote.core.commands import (
+    AckType,
+    Command,
+    ConnectionInfo,
+    ConsumerInfo,
+    DestinationInfo,
+    MessageAck,
+    MessageDispatch,
+    MessagePull,
+    ProducerInfo,
+    RemoveInfo,
+    RemoveSubscriptionInfo,
+    SendMessage,
+    SessionInfo,
+    TransactionInfo,
+    TransactionType,
+)
+from dovecote.core.destinations import Destination, DestinationType
+from dovecote.core.errors import (
+    DovecoteError,
+    InvalidDestinationError,
+    InvalidSelectorError,
+    RemoteProtocolError,
+    ResourceLimitError,
+    SecurityError,
+)
+from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
+from dovecote.core.message import BodyType, Message
+from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.codec import Structure, Throwable
+from dovecote.protocol.openwire.primitives import (
+    decode_map,
+    decode_text_body,
+    encode_map,
+    encode_text_body,
+)
+
+_DEST_TYPES: Final = {
+    t.QUEUE: DestinationType.QUEUE,
+    t.TOPIC: DestinationType.TOPIC,
+    t.TEMP_QUEUE: DestinationType.TEMP_QUEUE,
+    t.TEMP_TOPIC: DestinationType.TEMP_TOPIC,
+}
+_DEST_CODES: Final = {v: k for k, v in _DEST_TYPES.items()}
+_BODY_TYPES: Final = {
+    t.MESSAGE: BodyType.MESSAGE,
+    t.BYTES_MESSAGE: BodyType.BYTES,
+    t.MAP_MESSAGE: BodyType.MAP,
+    t.OBJECT_MESSAGE: BodyType.OBJECT,
+    t.STREAM_MESSAGE: BodyType.STREAM,
+    t.TEXT_MESSAGE: BodyType.TEXT,
+    t.BLOB_MESSAGE: BodyType.BYTES,
+}
+_MESSAGE_CODES: Final = {
+    BodyType.MESSAGE: t.MESSAGE,
+    BodyType.BYTES: t.BYTES_MESSAGE,
+    BodyType.MAP: t.MAP_MESSAGE,
+    BodyType.OBJECT: t.OBJECT_MESSAGE,
+    BodyType.STREAM: t.STREAM_MESSAGE,
+    BodyType.TEXT: t.TEXT_MESSAGE,
+}
+_TX_TYPES: Final = {0: TransactionType.BEGIN, 2: TransactionType.COMMIT,
+                    3: TransactionType.COMMIT, 4: TransactionType.ROLLBACK}  # fmt: skip
+_EXCEPTIONS: Final[tuple[tuple[type[DovecoteError], str], ...]] = (
+    (InvalidDestinationError, "javax.jms.InvalidDestinationException"),
+    (InvalidSelectorError, "javax.jms.InvalidSelectorException"),
+    (SecurityError, "javax.jms.JMSSecurityException"),
+    (ResourceLimitError, "javax.jms.ResourceAllocationException"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenWireRequest:
+    commands: tuple[Command, ...] = ()
+    reply: Structure | None = None
+    connect: ConnectionInfo | None = None
+    close: bool = False
+    producer_ack: Structure | None = None
+    """Sent after the commands when the producer has a window (ProducerAck)."""
+
+
+def destination_of(s: Structure | None) -> Destination | None:
+    if s is None:
+        return None
+    kind = _DEST_TYPES.get(s.type)
+    if kind is None or not s["physicalName"]:
+        raise InvalidDestinationError(f"not a destination: OpenWire type {s.type}")
+    return Destination(kind, s["physicalName"])
+
+
+def destination_structure(d: Destination | None) -> Structure | None:
+    if d is None:
+        return None
+    return Structure(_DEST_CODES[d.type], {"physicalName": d.name})
+
+
+def message_id_text(s: Structure | None) -> str:
+    if s is None:
+        raise RemoteProtocolError("a message id is missing")
+    if s["textView"]:
+        text: str = s["textView"]
+        return text if text.startswith("ID:") else "ID:" + text
+    p = s["producerId"] or Structure(t.PRODUCER_ID)
+    return f"{p['connectionId']}:{p['sessionId']}:{p['value']}:{s['producerSequenceId']}"
+
+
+def message_id_structure(text: str) -> Structure:
+    fields: dict[str, Any] = {"textView": text}
+    parts = text.rsplit(":", 3)
+    if len(parts) == 4 and all(p.lstrip("-").isdigit() for p in parts[1:]):
+        producer = Structure(t.PRODUCER_ID, {"connectionId": parts[0], "sessionId": int(parts[1]),
+                                             "value": int(parts[2])})  # fmt: skip
+        fields |= {"producerId": producer, "producerSequenceId": int(parts[3])}
+    return Structure(t.MESSAGE_ID, fields)
+
+
+class OpenWireConverter:
+    def __init__(self, connection_id: ConnectionId, broker_name: str) -> None:
+        self.connection_id = connection_id
+        self.broker_name = broker_name
+        self._consumers: dict[ConsumerId, Structure] = {}
+        self._producer_windows: dict[str, int] = {}
+        self._command_ids = itertools.count(1)
+        self.closed = False
+
+    # -- ids -------------------------------------------------------------------------------
+
+    def _connection(self, s: Structure | None) -> ConnectionId:
+        return self.connection_id if s is None else ConnectionId(s["value"])
+
+    def _session(self, s: Structure) -> SessionId:
+        return SessionId(ConnectionId(s["connectionId"]), s["value"])
+
+    def _consumer(self, s: Structure | None) -> ConsumerId:
+        if s is None:
+            raise RemoteProtocolError("a consumer id is missing")
+        return ConsumerId(SessionId(ConnectionId(s["connectionId"]), s["sessionId"]), s["value"])
+
+    def _producer(self, s: Structure) -> ProducerId:
+        return ProducerId(SessionId(ConnectionId(s["connectionId"]), s["sessionId"]), s["value"])
+
+    def _transaction(self, s: Structure | None) -> TransactionId | None:
+        if s is None:
+            return None
+        if s.type != t.LOCAL_TRANSACTION_ID:
+            raise RemoteProtocolError("XA transactions are not supported")
+        return TransactionId(self._connection(s["connectionId"]), str(s["value"]))
+
+    # -- client commands -------------------------------------------------------------------
+
+    def on_structure(self, s: Structure) -> OpenWireRequest:
+        handler = _HANDLERS.get(s.type)
+        if handler is None:
+            if s.type in t.MESSAGE_TYPES:
+                request = self._send(s)
+            else:
+                raise RemoteProtocolError(f"unexpected OpenWire command type {s.type}")
+        else:
+            request = handler(self, s)
+        if s["responseRequired"] and request.reply is None:
+            reply = Structure(t.RESPONSE, {"commandId": next(self._command_ids),
+                                           "correlationId": s["commandId"]})  # fmt: skip
+            return OpenWireRequest(request.commands, reply, request.connect, request.close,
+                                   request.producer_ack)  # fmt: skip
+        return request
+
+    def _connection_info(self, s: Structure) -> OpenWireRequest:
+        if s["connectionId"] is not None:
+            # The client names its connection; its consumer and producer ids carry that name.
+            self.connection_id = ConnectionId(s["connectionId"]["value"])
+        info = ConnectionInfo(
+            self.connection_id,
+            client_id=s["clientId"],
+            user_name=s["userName"],
+            password=s["password"],
+        )
+        return OpenWireRequest(connect=info)
+
+    def _session_info(self, s: Structure) -> OpenWireRequest:
+        return OpenWireRequest((SessionInfo(self._session(s["sessionId"])),))
+
+    def _consumer_info(self, s: Structure) -> OpenWireRequest:
+        consumer_id = self._consumer(s["consumerId"])
+        destination = destination_of(s["destination"])
+        if destination is None:
+            raise InvalidDestinationError("a consumer needs a destination")
+        self._consumers[consumer_id] = s["consumerId"]
+        info = ConsumerInfo(
+            consumer_id=consumer_id,
+            destination=destination,
+            prefetch_size=s.get("prefetchSize", 0),
+            selector=s["selector"],
+            no_local=bool(s["noLocal"]),
+            exclusive=bool(s["exclusive"]),
+            subscription_name=s["subscriptionName"],
+            browser=bool(s["browser"]),
+            priority=s.get("priority", 0),
+            dispatch_async=bool(s["dispatchAsync"]),
+            maximum_pending_message_limit=s.get("maximumPendingMessageLimit", 0),
+        )
+        return OpenWireRequest((info,))
+
+    def _producer_info(self, s: Structure) -> OpenWireRequest:
+        producer_id = self._producer(s["producerId"])
+        window = s.get("windowSize", 0)
+        if window > 0:
+            self._producer_windows[str(producer_id)] = window
+        info = ProducerInfo(producer_id, destination_of(s["destination"]), window)
+        return OpenWireRequest((info,))
+
+    def _transaction_info(self, s: Structure) -> OpenWireRequest:
+        kind = _TX_TYPES.get(s["type"])
+        if kind is None:
+            raise RemoteProtocolError(f"transaction operation {s['type']} (XA) is not supported")
+        tid = self._transaction(s["transactionId"])
+        assert tid is not None
+        return OpenWireRequest((TransactionInfo(self.connection_id, tid, kind, False),))
+
+    def _destination_info(self, s: Structure) -> OpenWireRequest:
+        destination = destination_of(s["destination"])
+        assert destination is not None
+        add = s["operationType"] == 0
+        return OpenWireRequest((DestinationInfo(self.connection_id, destination, add),))
+
+    def _remove_subscription(self, s: Structure) -> OpenWireRequest:
+        return OpenWireRequest((RemoveSubscriptionInfo(s["clientId"], s["subcriptionName"]),))
+
+    def _keep_alive(self, s: Structure) -> OpenWireRequest:
+        if s["responseRequired"]:
+            reply = Structure(t.KEEP_ALIVE_INFO, {"commandId": next(self._command_ids)})
+            return OpenWireRequest(reply=reply)
+        return OpenWireRequest()
+
+    def _shutdown(self, s: Structure) -> OpenWireRequest:
+        self.closed = True
+        return OpenWireRequest((RemoveInfo(self.connection_id),), close=True)
+
+    def _remove(self, s: Structure) -> OpenWireRequest:
+        obj = s["objectId"]
+        if obj is None:
+            raise RemoteProtocolError("RemoveInfo names nothing")
+        match obj.type:
+            case t.CONNECTION_ID:
+                return OpenWireRequest((RemoveInfo(self.connection_id),))
+            case t.SESSION_ID:
+                return OpenWireRequest((RemoveInfo(self._session(obj)),))
+            case t.CONSUMER_ID:
+                consumer_id = self._consumer(obj)
+                self._consumers.pop(consumer_id, None)
+                return OpenWireRequest((RemoveInfo(consumer_id),))
+            case t.PRODUCER_ID:
+                producer_id = self._producer(obj)
+                self._producer_windows.pop(str(producer_id), None)
+                return OpenWireRequest((RemoveInfo(producer_id),))
+        raise RemoteProtocolError(f"RemoveInfo of an OpenWire type {obj.type}")
+
+    def _pull(self, s: Structure) -> OpenWireRequest:
+        return OpenWireRequest((MessagePull(self._consumer(s["consumerId"]), s.get("timeout", 0)),))
+
+    def _ack(self, s: Structure) -> OpenWireRequest:
+        first = s["firstMessageId"]
+        cause = s["poisonCause"]
+        ack = MessageAck(
+            consumer_id=self._consumer(s["consumerId"]),
+            ack_type=AckType(s["ackType"]),
+            last_message_id=message_id_text(s["lastMessageId"]),
+            first_message_id=message_id_text(first) if first is not None else None,
+            message_count=s.get("messageCount", 1),
+            transaction_id=self._transaction(s["transactionId"]),
+            poison_cause=f"{cause.class_name}: {cause.message}" if cause is not None else None,
+        )
+        return OpenWireRequest((ack,))
+
+    def _ignore(self, s: Structure) -> OpenWireRequest:
+        return OpenWireRequest()
+
+    def _send(self, s: Structure) -> OpenWireRequest:
+        message = self.to_message(s)
+        request = OpenWireRequest((SendMessage(message, self._transaction(s["transactionId"])),))
+        producer = s["producerId"]
+        if producer is not None and not s["responseRequired"]:
+            window = self._producer_windows.get(str(self._producer(producer)))
+            if window:
+                size = len(s["content"] or b"") + len(s["marshalledProperties"] or b"")
+                ack = Structure(t.PRODUCER_ACK, {"commandId": next(self._command_ids),
+                                                 "producerId": producer, "size": size})  # fmt: skip
+                return OpenWireRequest(request.commands, producer_ack=ack)
+        return request
+
+    # -- messages --------------------------------------------------------------------------
+
+    def to_message(self, s: Structure) -> Message:
+        destination = destination_of(s["destination"])
+        if destination is None:
+            raise InvalidDestinationError("a message needs a destination")
+        body_type = _BODY_TYPES[s.type]
+        content: bytes = s["content"] or b""
+        if s["compressed"] and content:
+            content = _decompress(content, body_type)
+        body = content
+        if body_type is BodyType.TEXT:
+            body = decode_text_body(content).encode("utf-8") if content else b""
+        producer = s["producerId"]
+        properties = decode_map(s["marshalledProperties"]) if s["marshalledProperties"] else {}
+        return Message(
+            message_id=message_id_text(s["messageId"]),
+            destination=destination,
+            body=body,
+            body_type=body_type,
+            persistent=bool(s["persistent"]),
+            priority=s.get("priority", 4),
+            timestamp=s.get("timestamp", 0),
+            expiration=s.get("expiration", 0),
+            correlation_id=s["correlationId"],
+            reply_to=destination_of(s["replyTo"]),
+            type=s["type"],
+            group_id=s["groupID"],
+            group_seq=s.get("groupSequence", 0),
+            producer_id=str(self._producer(producer)) if producer is not None else None,
+            connection_id=str(self.connection_id),
+            user_id=s["userID"],
+            redelivery_counter=s.get("redeliveryCounter", 0),
+            original_destination=destination_of(s["originalDestination"]),
+            properties=properties,  # type: ignore[arg-type]
+        )
+
+    def from_message(self, m: Message) -> Structure:
+        body = m.body
+        content: bytes | None = body or None
+        if m.body_type is BodyType.TEXT:
+            content = encode_text_body(body.decode("utf-8", "replace"))
+        elif m.body_type is BodyType.MESSAGE:
+            content = None
+        fields: dict[str, Any] = {
+            "commandId": 0,
+            "producerId": message_id_structure(m.message_id)["producerId"],
+            "destination": destination_structure(m.destination),
+            "originalDestination": destination_structure(m.original_destination),
+            "messageId": message_id_structure(m.message_id),
+            "groupID": m.group_id,
+            "groupSequence": m.group_seq,
+            "correlationId": m.correlation_id,
+            "persistent": m.persistent,
+            "expiration": m.expiration,
+            "priority": m.priority,
+            "replyTo": destination_structure(m.reply_to),
+            "timestamp": m.timestamp,
+            "type": m.type,
+            "content": content,
+            "marshalledProperties": encode_map(dict(m.properties)) if m.properties else None,
+            "redeliveryCounter": m.redelivery_counter,
+            "userID": m.user_id,
+        }
+        return Structure(_MESSAGE_CODES[m.body_type], fields)
+
+    # -- broker to client ------------------------------------------------------------------
+
+    def on_dispatch(self, dispatch: MessageDispatch) -> Structure:
+        consumer = self._consumers.get(dispatch.consumer_id) or Structure(
+            t.CONSUMER_ID,
+            {"connectionId": str(dispatch.consumer_id.connection_id),
+             "sessionId": dispatch.consumer_id.session_id.value,
+             "value": dispatch.consumer_id.value},
+        )  # fmt: skip
+        message = dispatch.message
+        fields: dict[str, Any] = {"commandId": 0, "consumerId": consumer}
+        if message is not None:
+            fields |= {
+                "destination": destination_structure(message.destination),
+                "message": self.from_message(message),
+                "redeliveryCounter": message.redelivery_counter,
+            }
+        return Structure(t.MESSAGE_DISPATCH, fields)
+
+    def error_response(self, error: DovecoteError, request: Structure | None) -> Structure:
+        class_name = "javax.jms.JMSException"
+        for kind, name in _EXCEPTIONS:
+            if isinstance(error, kind):
+                class_name = name
+        if "client id" in str(error) and "already connected" in str(error):
+            class_name = "javax.jms.InvalidClientIDException"
+        throwable = Throwable(class_name, str(error) or type(error).__name__)
+        if request is not None and request["responseRequired"]:
+            return Structure(t.EXCEPTION_RESPONSE, {"commandId": next(self._command_ids),
+                                                    "correlationId": request["commandId"],
+                                                    "exception": throwable})  # fmt: skip
+        return Structure(t.CONNECTION_ERROR, {"commandId": next(self._command_ids),
+                                              "exception": throwable})  # fmt: skip
+
+    def broker_info(self, broker_id: str) -> Structure:
+        return Structure(t.BROKER_INFO, {
+            "commandId": next(self._command_ids),
+            "brokerId": Structure(t.BROKER_ID, {"value": broker_id}),
+            "brokerName": self.broker_name,
+        })  # fmt: skip
+
+
+def _decompress(content: bytes, body_type: BodyType) -> bytes:
+    try:
+        if body_type is BodyType.BYTES:
+            return zlib.decompress(content[4:])  # an uncompressed length comes first
+        return zlib.decompress(content)
+    except zlib.error as exc:
+        raise RemoteProtocolError(f"compressed message body is not valid zlib: {exc}") from None
+
+
+_HANDLERS: Final = {
+    t.CONNECTION_INFO: OpenWireConverter._connection_info,
+    t.SESSION_INFO: OpenWireConverter._session_info,
+    t.CONSUMER_INFO: OpenWireConverter._consumer_info,
+    t.PRODUCER_INFO: OpenWireConverter._producer_info,
+    t.TRANSACTION_INFO: OpenWireConverter._transaction_info,
+    t.DESTINATION_INFO: OpenWireConverter._destination_info,
+    t.REMOVE_SUBSCRIPTION_INFO: OpenWireConverter._remove_subscription,
+    t.KEEP_ALIVE_INFO: OpenWireConverter._keep_alive,
+    t.SHUTDOWN_INFO: OpenWireConverter._shutdown,
+    t.REMOVE_INFO: OpenWireConverter._remove,
+    t.MESSAGE_PULL: OpenWireConverter._pull,
+    t.MESSAGE_ACK: OpenWireConverter._ack,
+    t.CONTROL_COMMAND: OpenWireConverter._ignore,
+    t.FLUSH_COMMAND: OpenWireConverter._ignore,
+    t.CONSUMER_CONTROL: OpenWireConverter._ignore,
+    t.CONNECTION_CONTROL: OpenWireConverter._ignore,
+    t.PRODUCER_ACK: OpenWireConverter._ignore,
+}

@@ -1,0 +1,227 @@
+"""The OpenWire listener (SPEC P2, P3): asyncio streams around the sans-I/O codec and
+converter.
+
+On accept the broker sends its WireFormatInfo and a BrokerInfo at once; the client's first
+frame must be its WireFormatInfo, after which both sides speak the negotiated format (loose,
+size-prefixed). Each command runs to completion in the broker before the next is read, and
+one that asked for a response gets exactly one: Response, or ExceptionResponse naming the
+problem. A failed command that wanted no response gets a ConnectionError. Only a broken
+protocol (an unparseable frame) ends the connection; other connections never notice.
+
+Inactivity (the InactivityMonitor's rules): we write a KeepAliveInfo whenever we have been
+silent for a third of the negotiated interval, and drop a client that sent nothing for the
+whole interval, after the negotiated initial delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+from dovecote.broker.broker import Broker
+from dovecote.core.commands import MessageDispatch
+from dovecote.core.errors import DovecoteError, ProtocolError
+from dovecote.core.ids import ConnectionId
+from dovecote.protocol.openwire import (
+    NEED_DATA,
+    FrameReader,
+    Marshaller,
+    Structure,
+    broker_wire_format,
+    negotiate,
+)
+from dovecote.protocol.openwire.converter import OpenWireConverter
+from dovecote.protocol.openwire.schema import KEEP_ALIVE_INFO, WIRE_FORMAT_INFO
+
+log = logging.getLogger("dovecote.openwire")
+
+READ_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class OpenWireListenerSettings:
+    host: str = "127.0.0.1"
+    port: int = 61616
+    max_frame_size: int = 100 * 1024 * 1024
+    max_inactivity_ms: int = 30_000
+    max_inactivity_initial_delay_ms: int = 10_000
+    max_connections: int = 1000
+
+
+class OpenWireServer:
+    def __init__(self, broker: Broker, settings: OpenWireListenerSettings) -> None:
+        self.broker = broker
+        self.settings = settings
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._accept, self.settings.host, self.settings.port, limit=READ_CHUNK
+        )
+        log.info("OpenWire listening on %s:%d", self.settings.host, self.port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for task in list(self._connections):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if len(self._connections) >= self.settings.max_connections:
+            writer.close()
+            return
+        self._connections.add(task)
+        try:
+            await OpenWireConnection(self.broker, self.settings, reader, writer).run()
+        finally:
+            self._connections.discard(task)
+
+
+class OpenWireConnection:
+    def __init__(
+        self,
+        broker: Broker,
+        settings: OpenWireListenerSettings,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.reader = reader
+        self.writer = writer
+        self.frames = FrameReader(settings.max_frame_size)
+        self.marshaller = Marshaller()
+        self.converter = OpenWireConverter(
+            broker.ids.next_connection_id(), broker.settings.broker_name
+        )
+        self.our_format = broker_wire_format(
+            settings.max_inactivity_ms, settings.max_inactivity_initial_delay_ms,
+            settings.max_frame_size,
+        )  # fmt: skip
+        self._negotiated = False
+        self._registered: ConnectionId | None = None
+        self._last_read = time.monotonic()
+        self._last_write = time.monotonic()
+        self._timers: list[asyncio.Task[None]] = []
+
+    async def run(self) -> None:
+        self._write(self.our_format)
+        self._write(self.converter.broker_info(f"ID:{self.broker.settings.broker_name}"))
+        try:
+            await self._read_loop()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            for timer in self._timers:
+                timer.cancel()
+            if self._registered is not None:
+                await self.broker.remove_connection(self._registered)
+            self.writer.close()
+            with contextlib.suppress(ConnectionError, OSError):
+                await self.writer.wait_closed()
+
+    async def _read_loop(self) -> None:
+        while True:
+            data = await self.reader.read(READ_CHUNK)
+            self._last_read = time.monotonic()
+            if not data:
+                return
+            self.frames.receive_data(data)
+            while True:
+                structure: Structure | None = None
+                try:
+                    frame = self.frames.next_frame()
+                    if frame is NEED_DATA:
+                        break
+                    assert isinstance(frame, bytes)
+                    structure = self.marshaller.parse_body(frame)
+                    if not await self._handle(structure):
+                        return
+                except ProtocolError as exc:
+                    log.info("OpenWire connection %s: %s", self.converter.connection_id, exc)
+                    self._write(self.converter.error_response(exc, None))
+                    await self.writer.drain()
+                    return
+                except DovecoteError as exc:
+                    # The command failed; the connection goes on (as ActiveMQ's does).
+                    log.debug("OpenWire command failed: %s", exc)
+                    self._write(self.converter.error_response(exc, structure))
+            await self.writer.drain()
+
+    async def _handle(self, structure: Structure) -> bool:
+        if structure.type == WIRE_FORMAT_INFO:
+            negotiated = negotiate(self.our_format, structure)
+            self.marshaller.stack_traces = negotiated.stack_traces
+            if not self._negotiated and negotiated.max_inactivity_ms > 0:
+                self._start_inactivity(negotiated.max_inactivity_ms, negotiated.initial_delay_ms)
+            self._negotiated = True
+            return True
+        if not self._negotiated:
+            raise ProtocolError("the first OpenWire frame must be a WireFormatInfo")
+        if structure.type == KEEP_ALIVE_INFO and not structure["responseRequired"]:
+            return True
+        request = self.converter.on_structure(structure)
+        if request.connect is not None:
+            self.broker.add_connection(request.connect, self._on_dispatch)
+            self._registered = request.connect.connection_id
+        for command in request.commands:
+            await self.broker.process(self.converter.connection_id, command)
+        if request.reply is not None:
+            self._write(request.reply)
+        if request.producer_ack is not None:
+            self._write(request.producer_ack)
+        if request.close:
+            self._registered = None  # ShutdownInfo already removed it from the broker
+            return False
+        return True
+
+    def _on_dispatch(self, dispatch: MessageDispatch) -> None:
+        self._write(self.converter.on_dispatch(dispatch))
+
+    def _write(self, structure: Structure) -> None:
+        if self.writer.is_closing():
+            return
+        self.writer.write(self.marshaller.frame(structure))
+        self._last_write = time.monotonic()
+
+    # -- inactivity ------------------------------------------------------------------------
+
+    def _start_inactivity(self, interval_ms: int, initial_delay_ms: int) -> None:
+        interval = interval_ms / 1000
+        self._timers.append(asyncio.create_task(self._keep_alive(interval / 3)))
+        self._timers.append(asyncio.create_task(self._watch(interval, initial_delay_ms / 1000)))
+
+    async def _keep_alive(self, every: float) -> None:
+        while not self.writer.is_closing():
+            await asyncio.sleep(every)
+            if time.monotonic() - self._last_write >= every * 0.9:
+                self._write(Structure(KEEP_ALIVE_INFO, {"commandId": 0}))
+
+    async def _watch(self, interval: float, initial_delay: float) -> None:
+        await asyncio.sleep(initial_delay)
+        while not self.writer.is_closing():
+            silent = time.monotonic() - self._last_read
+            if silent >= interval:
+                log.info(
+                    "OpenWire connection %s silent for %.1fs; dropping it",
+                    self.converter.connection_id, silent,
+                )  # fmt: skip
+                self.writer.close()
+                return
+            await asyncio.sleep(interval - silent)

@@ -17,12 +17,25 @@ $(VENV)/.synced: $(UV) pyproject.toml uv.lock
 
 install: $(VENV)/.synced
 
-# Debian packages the tests need: a PostgreSQL server for the SQL store's tests.
+# Debian packages the tests need: a PostgreSQL server for the SQL store's tests, and
+# ActiveMQ 5.17 (the Java client jars for the JMS suite, and the real broker it also runs on).
+APT_PACKAGES :=
+ifeq ($(shell command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && echo yes),)
+APT_PACKAGES += postgresql
+endif
+ifeq ($(wildcard /usr/share/activemq/lib/activemq-client.jar),)
+APT_PACKAGES += activemq
+endif
+ifeq ($(shell command -v javac),)
+APT_PACKAGES += default-jdk-headless
+endif
+
 system-deps:
-	@if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
-		echo "installing PostgreSQL (apt-get)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
-	fi
+ifneq ($(strip $(APT_PACKAGES)),)
+	@echo "installing with apt-get:$(APT_PACKAGES)"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null
+endif
 
 run: install
 	$(VENV)/bin/dovecote broker

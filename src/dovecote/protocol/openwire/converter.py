@@ -57,6 +57,8 @@ from dovecote.protocol.openwire.primitives import (
     encode_text_body,
 )
 
+MINIMUM_MESSAGE_SIZE: Final = 1024
+
 _DEST_TYPES: Final = {
     t.QUEUE: DestinationType.QUEUE,
     t.TOPIC: DestinationType.TOPIC,
@@ -303,7 +305,9 @@ class OpenWireConverter:
         if producer is not None and not s["responseRequired"]:
             window = self._producer_windows.get(str(self._producer(producer)))
             if window:
-                size = len(s["content"] or b"") + len(s["marshalledProperties"] or b"")
+                # The size the client charged to its window (ActiveMQMessage.getSize()).
+                size = (MINIMUM_MESSAGE_SIZE + len(s["content"] or b"")
+                        + len(s["marshalledProperties"] or b""))  # fmt: skip
                 ack = Structure(t.PRODUCER_ACK, {"commandId": next(self._command_ids),
                                                  "producerId": producer, "size": size})  # fmt: skip
                 return OpenWireRequest(request.commands, producer_ack=ack)
@@ -373,6 +377,13 @@ class OpenWireConverter:
             "redeliveryCounter": m.redelivery_counter,
             "userID": m.user_id,
         }
+        if isinstance(m.data_structure, DestinationInfo):
+            info = m.data_structure
+            fields["dataStructure"] = Structure(t.DESTINATION_INFO, {
+                "connectionId": Structure(t.CONNECTION_ID, {"value": str(info.connection_id)}),
+                "destination": destination_structure(info.destination),
+                "operationType": 0 if info.add else 1,
+            })  # fmt: skip
         return Structure(_MESSAGE_CODES[m.body_type], fields)
 
     # -- broker to client ------------------------------------------------------------------

@@ -1,0 +1,98 @@
+"""A real ActiveMQ 5.17 (Debian's activemq package) for tests: the packaged configuration
+copied to a temporary directory, OpenWire and STOMP moved to free ports on 127.0.0.1,
+started with the package's own launcher, ready when its OpenWire port accepts, stopped with
+SIGTERM (then SIGKILL). ``make test`` installs the package."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+HOME = Path("/usr/share/activemq")
+PACKAGED_CONF = Path("/etc/activemq/instances-available/main")
+READY_TIMEOUT_S = 90.0
+
+
+@dataclass
+class ActiveMQ:
+    openwire_port: int
+    stomp_port: int
+    process: subprocess.Popen[bytes]
+    base: Path
+
+
+def classpath() -> str:
+    jars = sorted(str(p) for p in (HOME / "lib").glob("*.jar"))
+    if not jars:
+        raise RuntimeError("Debian's activemq package is not installed (make test installs it)")
+    return ":".join(jars)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def running_activemq() -> Iterator[ActiveMQ]:
+    base = Path(tempfile.mkdtemp(prefix="dovecote-amq-"))
+    try:
+        for item in PACKAGED_CONF.iterdir():
+            shutil.copy(item, base / item.name)
+        (base / "data").mkdir()
+        openwire, stomp = _free_port(), _free_port()
+        conf = base / "activemq.xml"
+        xml = conf.read_text().replace(
+            '<transportConnector name="openwire" uri="tcp://127.0.0.1:61616"/>',
+            f'<transportConnector name="openwire" uri="tcp://127.0.0.1:{openwire}"/>\n'
+            f'<transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp}"/>',
+        )
+        # Priority-ordered queues, as dovecote always dispatches them (SPEC C8).
+        xml = xml.replace(
+            "<persistenceAdapter>",
+            "<destinationPolicy><policyMap><policyEntries>"
+            '<policyEntry queue=">" prioritizedMessages="true"/>'
+            "</policyEntries></policyMap></destinationPolicy>\n<persistenceAdapter>",
+            1,
+        )
+        conf.write_text(xml)
+        proc = subprocess.Popen(
+            ["java", "-Xms256M", "-Xmx512M", f"-Dactivemq.home={HOME}", f"-Dactivemq.base={base}",
+             f"-Dactivemq.conf={base}", f"-Dactivemq.data={base / 'data'}",
+             "-jar", str(HOME / "bin" / "activemq.jar"), "start", f"xbean:file:{conf}"],
+            stdout=(base / "out.log").open("wb"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while not _accepts(openwire):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log = (base / "out.log").read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"ActiveMQ did not start:\n{log}")
+                time.sleep(0.1)
+            yield ActiveMQ(openwire, stomp, proc, base)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -57,9 +57,13 @@ class Client:
         client_id: str | None = None,
         heartbeats: tuple[int, int] = (0, 0),
         auto_decode: bool = True,
+        auto_content_length: bool = True,
     ) -> None:
         classes = {"1.0": stomp.Connection10, "1.1": stomp.Connection11, "1.2": stomp.Connection12}
-        kwargs: dict[str, Any] = {"auto_decode": auto_decode}
+        kwargs: dict[str, Any] = {
+            "auto_decode": auto_decode,
+            "auto_content_length": auto_content_length,
+        }
         if version != "1.0":
             kwargs["heartbeats"] = heartbeats
         self.version = version

@@ -24,6 +24,7 @@ class BrokerProcess:
     openwire_port: int
     workdir: Path
     log_lines: list[str]
+    auto_port: int = 0
 
     @property
     def stomp_address(self) -> tuple[str, int]:
@@ -63,7 +64,9 @@ def running_broker(config_toml: str = "", workdir: Path | None = None) -> Iterat
         try:
             ports = _wait_ready(proc, log_lines)
             threading.Thread(target=_pump, args=(proc.stdout, log_lines), daemon=True).start()
-            yield BrokerProcess(proc, ports["stomp"], ports.get("openwire", 0), wd, log_lines)
+            broker = BrokerProcess(proc, ports["stomp"], ports.get("openwire", 0), wd, log_lines)
+            broker.auto_port = ports.get("auto", 0)
+            yield broker
         finally:
             if proc.poll() is None:
                 proc.terminate()

@@ -12,6 +12,7 @@ from dovecote.store.journal import JournalPersistenceAdapter
 from dovecote.store.memory import MemoryPersistenceAdapter
 from dovecote.store.sql import SqlPersistenceAdapter
 from dovecote.store.sql.journaled import JournaledSqlPersistenceAdapter
+from dovecote.transport.auto import AutoListenerSettings, AutoServer
 from dovecote.transport.openwire import OpenWireListenerSettings, OpenWireServer
 from dovecote.transport.stomp import StompListenerSettings, StompServer
 
@@ -81,6 +82,14 @@ class BrokerApp:
         self.openwire: OpenWireServer | None = None
         if config.openwire.enabled:
             self.openwire = OpenWireServer(self.broker, openwire_settings(config))
+        self.auto: AutoServer | None = None
+        if config.auto.enabled:
+            self.auto = AutoServer(
+                self.broker,
+                AutoListenerSettings(config.auto.host, config.auto.port),
+                stomp_settings(config),
+                openwire_settings(config),
+            )
 
     async def start(self) -> None:
         await self.broker.start()
@@ -88,10 +97,14 @@ class BrokerApp:
             await self.stomp.start()
         if self.openwire is not None:
             await self.openwire.start()
+        if self.auto is not None:
+            await self.auto.start()
         kind = self.config.store.kind if self.config.broker.persistent else "memory"
         log.info("broker %r started (store: %s)", self.config.broker.name, kind)
 
     async def stop(self) -> None:
+        if self.auto is not None:
+            await self.auto.stop()
         if self.openwire is not None:
             await self.openwire.stop()
         if self.stomp is not None:

@@ -93,6 +93,8 @@ async def _serve(broker_app: BrokerApp) -> None:
         listeners.append(f"stomp={broker_app.config.stomp.host}:{broker_app.stomp.port}")
     if broker_app.openwire is not None:
         listeners.append(f"openwire={broker_app.config.openwire.host}:{broker_app.openwire.port}")
+    if broker_app.auto is not None:
+        listeners.append(f"auto={broker_app.config.auto.host}:{broker_app.auto.port}")
     print("dovecote ready: " + " ".join(listeners), flush=True)
     try:
         await stop.wait()

@@ -106,6 +106,14 @@ class OpenWireSection(_Section):
     max_connections: int = Field(1000, gt=0)
 
 
+class AutoSection(_Section):
+    """auto://: one port that tells OpenWire from STOMP by the first bytes."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(61608, ge=0, le=65535)
+
+
 class DeadLetterSection(_Section):
     shared_queue: str = "ActiveMQ.DLQ"
     queue_prefix: str = "DLQ."
@@ -174,6 +182,7 @@ class Config(_Section):
     store: StoreSection = StoreSection()
     stomp: StompSection = StompSection()
     openwire: OpenWireSection = OpenWireSection()
+    auto: AutoSection = AutoSection()
     policy: PolicySection = PolicySection()
     usage: UsageSection = UsageSection()
 

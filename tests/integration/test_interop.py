@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from activemq import HOME, classpath
 from brokers import BrokerProcess, running_broker
-from stompclient import Client
-
 from dovecote.protocol.openwire import Marshaller, broker_wire_format
+from stompclient import Client
 
 JAVA = Path(__file__).parent.parent / "java" / "Interop.java"
 
@@ -103,8 +103,10 @@ def test_activemq_command_line_tools_report_their_counts(
     broker: BrokerProcess, tmp_path: Path
 ) -> None:
     url = f"tcp://127.0.0.1:{broker.openwire_port}"
-    produced = amq_tool("producer", "--brokerUrl", url, "--destination", "queue://TOOL",
-                        "--messageCount", "2000", "--messageSize", "1024", cwd=tmp_path)  # fmt: skip
+    produced = amq_tool(
+        "producer", "--brokerUrl", url, "--destination", "queue://TOOL",
+        "--messageCount", "2000", "--messageSize", "1024", cwd=tmp_path,
+    )  # fmt: skip
     assert "Produced: 2000 messages" in produced
     consumed = amq_tool("consumer", "--brokerUrl", url, "--destination", "queue://TOOL",
                         "--messageCount", "2000", cwd=tmp_path)  # fmt: skip
@@ -130,3 +132,13 @@ def test_garbage_on_the_openwire_port_leaves_others_unaffected(
     assert java(interop, "receive", str(broker.openwire_port), "i.alive") == (
         "TextMessage still serving color=red"
     )
+
+
+def test_auto_port_serves_both_protocols(interop: Path, tmp_path: Path) -> None:
+    with running_broker("[auto]\nenabled = true\nport = 0\n", workdir=tmp_path) as broker:
+        assert broker.auto_port
+        java(interop, "send", str(broker.auto_port), "auto.q", "via auto")
+        client = Client(("127.0.0.1", broker.auto_port))
+        client.subscribe("/queue/auto.q")
+        assert client.receive().body == "via auto"
+        client.close()

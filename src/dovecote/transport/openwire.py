@@ -100,7 +100,9 @@ class OpenWireConnection:
         settings: OpenWireListenerSettings,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        initial: bytes = b"",
     ) -> None:
+        self.initial = initial
         self.broker = broker
         self.settings = settings
         self.reader = reader
@@ -137,12 +139,16 @@ class OpenWireConnection:
                 await self.writer.wait_closed()
 
     async def _read_loop(self) -> None:
+        # Bytes an auto-detecting listener already read come first.
+        data, self.initial = self.initial, b""
         while True:
-            data = await self.reader.read(READ_CHUNK)
+            if not data:
+                data = await self.reader.read(READ_CHUNK)
             self._last_read = time.monotonic()
             if not data:
                 return
             self.frames.receive_data(data)
+            data = b""
             while True:
                 structure: Structure | None = None
                 try:

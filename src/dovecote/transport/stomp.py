@@ -93,7 +93,9 @@ class StompConnection:
         settings: StompListenerSettings,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        initial: bytes = b"",
     ) -> None:
+        self.initial = initial
         self.broker = broker
         self.settings = settings
         self.reader = reader
@@ -130,12 +132,16 @@ class StompConnection:
             log.debug("STOMP connection %s closed", self.connection_id)
 
     async def _read_loop(self) -> None:
+        # Bytes an auto-detecting listener already read come first.
+        data, self.initial = self.initial, b""
         while True:
-            data = await self.reader.read(READ_CHUNK)
+            if not data:
+                data = await self.reader.read(READ_CHUNK)
             self._last_read = time.monotonic()
             if not data:
                 return
             self.parser.receive_data(data)
+            data = b""
             frame: Frame | None = None
             try:
                 while True:

@@ -64,10 +64,13 @@ def running_activemq() -> Iterator[ActiveMQ]:
             f'<transportConnector name="openwire" uri="tcp://127.0.0.1:{openwire}"/>\n'
             f'<transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp}"/>',
         )
-        # Priority-ordered queues, as dovecote always dispatches them (SPEC C8).
+        # Priority-ordered queues, as dovecote always dispatches them (SPEC C8), and the
+        # small memory limit the producer-window scenario relies on.
         xml = xml.replace(
             "<persistenceAdapter>",
             "<destinationPolicy><policyMap><policyEntries>"
+            '<policyEntry queue="*.window" memoryLimit="64kb" producerFlowControl="true">'
+            "<pendingQueuePolicy><vmQueueCursor/></pendingQueuePolicy></policyEntry>"
             '<policyEntry queue=">" prioritizedMessages="true"/>'
             "</policyEntries></policyMap></destinationPolicy>\n<persistenceAdapter>",
             1,

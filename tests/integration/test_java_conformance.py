@@ -57,7 +57,8 @@ def run_suite(classes: Path, port: int) -> dict[str, str]:
 def dovecote_results(
     compiled: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, str]]:
-    with running_broker(workdir=tmp_path_factory.mktemp("dovecote")) as broker:
+    config = '[[policy.entries]]\npattern = "*.window"\nmemory_limit = 65536\n'
+    with running_broker(config, workdir=tmp_path_factory.mktemp("dovecote")) as broker:
         yield run_suite(compiled, broker.openwire_port)
 
 

@@ -475,14 +475,45 @@ public class Conformance {
     }
 
     static void producerWindow() throws Exception {
+        // The broker holds ProducerAcks back while the destination is over its memory limit
+        // (both brokers run "*.window" queues with a 64 KiB limit): a producer with a 2 KiB
+        // window stalls until a consumer drains the queue.
         Connection c = connect("?jms.producerWindowSize=2048&jms.useAsyncSend=true");
         try {
             Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
             Queue q = queue(s, "window");
             MessageProducer p = s.createProducer(q);
-            for (int i = 0; i < 50; i++) p.send(s.createTextMessage("window " + i));
-            MessageConsumer mc = s.createConsumer(q);
-            for (int i = 0; i < 50; i++) check(mc.receive(5000) != null, "missing " + i);
+            p.setDeliveryMode(DeliveryMode.NON_PERSISTENT);  // kept in memory by both brokers
+            final int total = 300;
+            java.util.concurrent.atomic.AtomicInteger sent = new java.util.concurrent.atomic.AtomicInteger();
+            AtomicReference<Exception> failure = new AtomicReference<>();
+            char[] body = new char[1024];
+            java.util.Arrays.fill(body, 'w');
+            Thread producer = new Thread(() -> {
+                try {
+                    for (int i = 0; i < total; i++) {
+                        p.send(s.createTextMessage(new String(body)));
+                        sent.incrementAndGet();
+                    }
+                } catch (Exception e) { failure.set(e); }
+            });
+            producer.start();
+            int last = -1;
+            long deadline = System.currentTimeMillis() + 15000;
+            while (System.currentTimeMillis() < deadline) {  // wait until the producer stalls
+                Thread.sleep(500);
+                int now = sent.get();
+                if (now == last || now == total) break;
+                last = now;
+            }
+            int stalledAt = sent.get();
+            check(stalledAt < total, "the producer was never held back (" + stalledAt + " sent)");
+            Session cs = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            MessageConsumer mc = cs.createConsumer(q);
+            for (int i = 0; i < total; i++) check(mc.receive(10000) != null, "missing " + i);
+            producer.join(10000);
+            check(failure.get() == null, "send failed: " + failure.get());
+            check(sent.get() == total, "sent " + sent.get());
         } finally { c.close(); }
     }
 }

@@ -52,6 +52,7 @@ from dovecote.core.destinations import Destination, destination_matches, topic
 from dovecote.core.errors import (
     BrokerError,
     InvalidDestinationError,
+    ResourceLimitError,
     UnknownSubscriptionError,
     UnknownTransactionError,
 )
@@ -260,8 +261,15 @@ class Broker:
         if command.transaction_id is not None:
             self._transaction_of(state, command).sends.append(message)
             return
-        await self.regions.admit(message)
+        if command.flow_control:
+            await self.regions.admit(message)
         await self.regions.route([message])
+
+    async def wait_for_room(self, message: Message) -> None:
+        """Return once the usages ``message`` weighs on have room (to release a held-back
+        producer ack); never raises for a full store."""
+        with contextlib.suppress(ResourceLimitError):
+            await self.regions.admit(message)
 
     # -- consumers -------------------------------------------------------------------------
 

@@ -91,6 +91,9 @@ class SendMessage:
 
     message: Message
     transaction_id: TransactionId | None = None
+    flow_control: bool = True
+    """False for a producer limited by its own window (OpenWire's producerWindowSize): the
+    broker accepts the message and the adapter holds the ProducerAck back instead (S3, S4)."""
 
 
 @dataclass(frozen=True, slots=True)

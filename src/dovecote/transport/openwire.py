@@ -33,7 +33,7 @@ from dovecote.protocol.openwire import (
     broker_wire_format,
     negotiate,
 )
-from dovecote.protocol.openwire.converter import OpenWireConverter
+from dovecote.protocol.openwire.converter import OpenWireConverter, OpenWireRequest
 from dovecote.protocol.openwire.schema import KEEP_ALIVE_INFO, WIRE_FORMAT_INFO
 
 log = logging.getLogger("dovecote.openwire")
@@ -174,6 +174,11 @@ class OpenWireConnection:
         if structure.type == WIRE_FORMAT_INFO:
             negotiated = negotiate(self.our_format, structure)
             self.marshaller.stack_traces = negotiated.stack_traces
+            log.debug(
+                "OpenWire v%d negotiated: %s encoding (the client offered tight=%s)",
+                negotiated.version, "tight" if negotiated.tight else "loose",
+                negotiated.client.get("TightEncodingEnabled"),
+            )  # fmt: skip
             if not self._negotiated and negotiated.max_inactivity_ms > 0:
                 self._start_inactivity(negotiated.max_inactivity_ms, negotiated.initial_delay_ms)
             self._negotiated = True
@@ -191,11 +196,24 @@ class OpenWireConnection:
         if request.reply is not None:
             self._write(request.reply)
         if request.producer_ack is not None:
-            self._write(request.producer_ack)
+            if (
+                request.held_for is not None
+                and self.broker.regions.memory_usage(request.held_for.destination).full
+            ):
+                # Flow control for a windowed producer: the ack waits for room, the
+                # connection does not (ActiveMQ holds ProducerAcks the same way).
+                self._timers.append(asyncio.create_task(self._ack_later(request)))
+            else:
+                self._write(request.producer_ack)
         if request.close:
             self._registered = None  # ShutdownInfo already removed it from the broker
             return False
         return True
+
+    async def _ack_later(self, request: OpenWireRequest) -> None:
+        assert request.held_for is not None and request.producer_ack is not None
+        await self.broker.wait_for_room(request.held_for)
+        self._write(request.producer_ack)
 
     def _on_dispatch(self, dispatch: MessageDispatch) -> None:
         self._write(self.converter.on_dispatch(dispatch))

@@ -100,7 +100,9 @@ class OpenWireRequest:
     connect: ConnectionInfo | None = None
     close: bool = False
     producer_ack: Structure | None = None
-    """Sent after the commands when the producer has a window (ProducerAck)."""
+    """Sent after the commands when the producer has a window (ProducerAck)..."""
+    held_for: Message | None = None
+    """...once this message's destination has memory to spare: producer flow control."""
 
 
 def destination_of(s: Structure | None) -> Destination | None:
@@ -300,17 +302,19 @@ class OpenWireConverter:
 
     def _send(self, s: Structure) -> OpenWireRequest:
         message = self.to_message(s)
-        request = OpenWireRequest((SendMessage(message, self._transaction(s["transactionId"])),))
+        transaction = self._transaction(s["transactionId"])
+        request = OpenWireRequest((SendMessage(message, transaction),))
         producer = s["producerId"]
         if producer is not None and not s["responseRequired"]:
             window = self._producer_windows.get(str(self._producer(producer)))
             if window:
+                request = OpenWireRequest((SendMessage(message, transaction, flow_control=False),))
                 # The size the client charged to its window (ActiveMQMessage.getSize()).
                 size = (MINIMUM_MESSAGE_SIZE + len(s["content"] or b"")
                         + len(s["marshalledProperties"] or b""))  # fmt: skip
                 ack = Structure(t.PRODUCER_ACK, {"commandId": next(self._command_ids),
                                                  "producerId": producer, "size": size})  # fmt: skip
-                return OpenWireRequest(request.commands, producer_ack=ack)
+                return OpenWireRequest(request.commands, producer_ack=ack, held_for=message)
         return request
 
     # -- messages --------------------------------------------------------------------------

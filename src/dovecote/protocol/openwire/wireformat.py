@@ -74,8 +74,9 @@ def negotiate(ours: Structure, peer: Structure) -> Negotiated:
         return mine.get(name) is True and theirs.get(name) is True
 
     def smaller(name: str) -> int:
-        values = [v for v in (mine.get(name), theirs.get(name)) if isinstance(v, int) and v > 0]
-        return min(values) if values else 0
+        # The InactivityMonitor takes a plain minimum: a side that sends 0 turns it off.
+        values = [v if isinstance(v, int) else 0 for v in (mine.get(name), theirs.get(name))]
+        return min(values)
 
     return Negotiated(
         version=min(version, PROTOCOL_VERSION),

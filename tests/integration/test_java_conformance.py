@@ -23,6 +23,7 @@ SCENARIOS = [
     "prefetch_zero_receive_timeout", "transaction_commit_rollback",
     "redelivery_exhaustion_to_dlq", "selectors", "durable_subscriber_reconnect",
     "temp_queue_request_reply", "priority", "expiry", "queue_browser", "producer_window",
+    "invalid_selector_error", "duplicate_client_id_error",
 ]  # fmt: skip
 
 

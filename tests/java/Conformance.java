@@ -65,6 +65,8 @@ public class Conformance {
         scenarios.add(new Object[] {"expiry", (Scenario) Conformance::expiry});
         scenarios.add(new Object[] {"queue_browser", (Scenario) Conformance::browser});
         scenarios.add(new Object[] {"producer_window", (Scenario) Conformance::producerWindow});
+        scenarios.add(new Object[] {"invalid_selector_error", (Scenario) Conformance::invalidSelector});
+        scenarios.add(new Object[] {"duplicate_client_id_error", (Scenario) Conformance::duplicateClientId});
         for (Object[] s : scenarios) {
             String name = (String) s[0];
             try {
@@ -515,5 +517,34 @@ public class Conformance {
             check(failure.get() == null, "send failed: " + failure.get());
             check(sent.get() == total, "sent " + sent.get());
         } finally { c.close(); }
+    }
+
+    static void invalidSelector() throws Exception {
+        Connection c = connect();
+        try {
+            Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            try {
+                s.createConsumer(queue(s, "badselector"), "color = = 'red'");
+                check(false, "an invalid selector was accepted");
+            } catch (InvalidSelectorException expected) {
+                check(expected.getMessage() != null && !expected.getMessage().isEmpty(), "no message");
+            }
+            // The connection goes on after the error.
+            Queue q = queue(s, "afterbad");
+            s.createProducer(q).send(s.createTextMessage("fine"));
+            check(s.createConsumer(q).receive(5000) != null, "connection unusable after the error");
+        } finally { c.close(); }
+    }
+
+    static void duplicateClientId() throws Exception {
+        Connection first = connect("?jms.clientID=" + run + "-dup");
+        try {
+            try {
+                connect("?jms.clientID=" + run + "-dup").close();
+                check(false, "a second connection with the same client id was accepted");
+            } catch (InvalidClientIDException expected) {
+                // as ActiveMQ answers it
+            }
+        } finally { first.close(); }
     }
 }

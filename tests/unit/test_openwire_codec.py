@@ -105,7 +105,7 @@ def sample(kind: str, depth: int = 0) -> Any:
 
 @pytest.mark.parametrize("type_code", sorted(SCHEMAS))
 def test_every_structure_round_trips(type_code: int) -> None:
-    fields = {name: sample(kind) for name, kind in SCHEMAS[type_code]}
+    fields = {f[0]: sample(f[1]) for f in SCHEMAS[type_code]}
     if type_code in COMMANDS:
         fields |= {"commandId": 42, "responseRequired": True}
     structure = Structure(type_code, fields)
@@ -178,9 +178,22 @@ def test_negotiation_turns_tight_encoding_and_cache_off() -> None:
     assert not result.size_prefix_disabled
 
 
-def test_negotiation_refuses_old_versions() -> None:
-    with pytest.raises(RemoteProtocolError, match="version 9"):
-        negotiate(broker_wire_format(0, 0, 0), client_wfi(version=9))
+def test_negotiation_refuses_versions_before_9() -> None:
+    with pytest.raises(RemoteProtocolError, match="version 8"):
+        negotiate(broker_wire_format(0, 0, 0), client_wfi(version=8))
+
+
+def test_older_clients_get_their_version_and_layouts() -> None:
+    assert negotiate(broker_wire_format(0, 0, 0), client_wfi(version=9)).version == 9
+    fields = {"textView": "ID:x:1:1:1", "producerSequenceId": 5, "brokerSequenceId": 0}
+    v9, v12 = Marshaller(version=9), Marshaller(version=12)
+    message_id = Structure(110, fields)
+    # v9 has no textView: one string field less on the wire.
+    assert len(v12.frame(message_id)) - len(v9.frame(message_id)) == len(b"\x01\x00\x0aID:x:1:1:1")
+    decoded = v9.parse_body(v9.frame(message_id)[4:])
+    assert "textView" not in decoded.fields and decoded["producerSequenceId"] == 5
+    text = Structure(28, {"commandId": 1, "destination": Structure(100, {"physicalName": "q"})})
+    assert v9.parse_body(v9.frame(text)[4:])["destination"]["physicalName"] == "q"
 
 
 BAD_FRAMES = [
@@ -224,7 +237,7 @@ def test_random_bodies_give_structures_or_protocol_errors(body: bytes) -> None:
 def test_mutated_valid_frames_give_structures_or_protocol_errors(
     code: int, data: st.DataObject
 ) -> None:
-    fields = {name: sample(kind) for name, kind in SCHEMAS[code]}
+    fields = {f[0]: sample(f[1]) for f in SCHEMAS[code]}
     body = bytearray(Marshaller().frame(Structure(code, fields))[4:])
     for _ in range(data.draw(st.integers(1, 4))):
         body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))

@@ -174,6 +174,8 @@ class OpenWireConnection:
         if structure.type == WIRE_FORMAT_INFO:
             negotiated = negotiate(self.our_format, structure)
             self.marshaller.stack_traces = negotiated.stack_traces
+            # An older client's version (as low as 9) takes that version's layouts.
+            self.marshaller.version = negotiated.version
             log.debug(
                 "OpenWire v%d negotiated: %s encoding (the client offered tight=%s)",
                 negotiated.version, "tight" if negotiated.tight else "loose",

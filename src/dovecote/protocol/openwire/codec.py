@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from dovecote.core.errors import FrameTooLargeError, RemoteProtocolError
 from dovecote.protocol.openwire.primitives import Reader, Writer
-from dovecote.protocol.openwire.schema import COMMANDS, SCHEMAS, WIRE_FORMAT_INFO
+from dovecote.protocol.openwire.schema import COMMANDS, SCHEMAS, WIRE_FORMAT_INFO, fields_for
 
 MAGIC: Final = b"ActiveMQ"
 DEFAULT_MAX_FRAME_SIZE: Final = 100 * 1024 * 1024  # ActiveMQ's default maxFrameSize (100 MB)
@@ -66,10 +66,12 @@ _DEFAULTS: Final[dict[str, Any]] = {
 
 
 class Marshaller:
-    """Loose encoding of structures; ``stack_traces`` follows the negotiated option."""
+    """Loose encoding of structures in one protocol version (9 to 12); ``stack_traces``
+    follows the negotiated option."""
 
-    def __init__(self, stack_traces: bool = False) -> None:
+    def __init__(self, stack_traces: bool = False, version: int = 12) -> None:
         self.stack_traces = stack_traces
+        self.version = version
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -81,9 +83,9 @@ class Marshaller:
         return _SIZE.pack(len(body)) + body
 
     def _write_body(self, w: Writer, s: Structure) -> None:
-        schema = SCHEMAS.get(s.type)
-        if schema is None:
+        if s.type not in SCHEMAS:
             raise ValueError(f"no OpenWire schema for type {s.type}")
+        schema = fields_for(s.type, self.version)
         if s.type in COMMANDS:
             w.i32(s.get("commandId", 0))
             w.boolean(s.get("responseRequired", False))
@@ -155,9 +157,9 @@ class Marshaller:
         return structure
 
     def _read_structure(self, r: Reader, type_code: int, depth: int = 0) -> Structure:
-        schema = SCHEMAS.get(type_code)
-        if schema is None:
+        if type_code not in SCHEMAS:
             raise RemoteProtocolError(f"unknown OpenWire data structure type {type_code}")
+        schema = fields_for(type_code, self.version)
         if depth > 16:
             raise RemoteProtocolError("OpenWire structures nested too deeply")
         fields: dict[str, Any] = {}

@@ -1,7 +1,10 @@
 """OpenWire v12's data structures as field tables, in loose marshalling order.
 
 Facts from ActiveMQ 5.17's generated v12 marshallers (see shared/reference/openwire.md,
-sections 3 and 4); the tables are ours. Every structure whose code is in ``COMMANDS`` begins
+sections 3 and 4) and the ``@openwire:property version=N`` tags of its command classes; the
+tables are ours. Versions 9 to 12 differ, for what a JMS client uses, only in three fields
+that version 10 added (tagged below with their version); v11 and v12 added fields of
+structures only broker networks use. Every structure whose code is in ``COMMANDS`` begins
 with ``commandId`` (int) and ``responseRequired`` (bool) before the fields listed here.
 
 Field kinds: bool, byte, short, int, long, string (nullable Java UTF), bytes (nullable int32
@@ -14,7 +17,8 @@ from __future__ import annotations
 
 from typing import Final
 
-Field = tuple[str, str]
+Field = tuple[str, str] | tuple[str, str, int]
+"""(name, kind) or (name, kind, the protocol version that added the field)."""
 
 WIRE_FORMAT_INFO: Final = 1
 BROKER_INFO: Final = 2
@@ -76,7 +80,7 @@ _MESSAGE_FIELDS: Final[tuple[Field, ...]] = (
     ("targetConsumerId", "cached"), ("compressed", "bool"), ("redeliveryCounter", "int"),
     ("brokerPath", "array"), ("arrival", "long"), ("userID", "string"),
     ("recievedByDFBridge", "bool"), ("droppable", "bool"), ("cluster", "array"),
-    ("brokerInTime", "long"), ("brokerOutTime", "long"), ("jMSXGroupFirstForConsumer", "bool"),
+    ("brokerInTime", "long"), ("brokerOutTime", "long"), ("jMSXGroupFirstForConsumer", "bool", 10),
 )  # fmt: skip
 
 SCHEMAS: Final[dict[int, tuple[Field, ...]]] = {
@@ -98,7 +102,7 @@ SCHEMAS: Final[dict[int, tuple[Field, ...]]] = {
     CONSUMER_INFO: (
         ("consumerId", "cached"), ("browser", "bool"), ("destination", "cached"),
         ("prefetchSize", "int"), ("maximumPendingMessageLimit", "int"),
-        ("dispatchAsync", "bool"), ("selector", "string"), ("clientId", "string"),
+        ("dispatchAsync", "bool"), ("selector", "string"), ("clientId", "string", 10),
         ("subscriptionName", "string"), ("noLocal", "bool"), ("exclusive", "bool"),
         ("retroactive", "bool"), ("priority", "byte"), ("brokerPath", "array"),
         ("additionalPredicate", "nested"), ("networkSubscription", "bool"),
@@ -165,7 +169,7 @@ SCHEMAS: Final[dict[int, tuple[Field, ...]]] = {
     TEMP_QUEUE: (("physicalName", "string"),),
     TEMP_TOPIC: (("physicalName", "string"),),
     MESSAGE_ID: (
-        ("textView", "string"), ("producerId", "cached"), ("producerSequenceId", "long"),
+        ("textView", "string", 10), ("producerId", "cached"), ("producerSequenceId", "long"),
         ("brokerSequenceId", "long"),
     ),
     LOCAL_TRANSACTION_ID: (("value", "long"), ("connectionId", "cached")),
@@ -182,3 +186,15 @@ SCHEMAS: Final[dict[int, tuple[Field, ...]]] = {
 COMMANDS: Final = frozenset(
     code for code in SCHEMAS if 2 <= code <= 34 or code == MESSAGE_DISPATCH_NOTIFICATION
 )
+
+
+def fields_for(type_code: int, version: int) -> tuple[tuple[str, str], ...]:
+    """The fields of a structure as the given protocol version lays them out."""
+    cached = _BY_VERSION.get((type_code, version))
+    if cached is None:
+        cached = tuple((f[0], f[1]) for f in SCHEMAS[type_code] if len(f) == 2 or version >= f[2])
+        _BY_VERSION[(type_code, version)] = cached
+    return cached
+
+
+_BY_VERSION: dict[tuple[int, int], tuple[tuple[str, str], ...]] = {}

@@ -18,8 +18,8 @@ from dovecote.protocol.openwire.primitives import JavaInt, decode_map, encode_ma
 from dovecote.protocol.openwire.schema import WIRE_FORMAT_INFO
 
 PROTOCOL_VERSION: Final = 12
-MIN_VERSION: Final = 12
-"""Only v12 layouts are implemented; ActiveMQ clients from 5.12 on all speak v12."""
+MIN_VERSION: Final = 9
+"""Layouts from v9 (ActiveMQ 5.9 clients) to v12 (5.13 and later, 5.17 included)."""
 WFI_MAP_LIMIT: Final = 4096
 
 

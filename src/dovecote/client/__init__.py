@@ -1,0 +1,26 @@
+"""dovecote's Python client: ActiveMQ's client semantics over OpenWire (SPEC K1)."""
+
+from dovecote.client.connection import (
+    AckMode,
+    Connection,
+    ConnectionFactory,
+    Message,
+    MessageConsumer,
+    MessageProducer,
+    Session,
+)
+from dovecote.client.options import OptionError, parse_broker_url
+from dovecote.client.transport import JMSError
+
+__all__ = [
+    "AckMode",
+    "Connection",
+    "ConnectionFactory",
+    "JMSError",
+    "Message",
+    "MessageConsumer",
+    "MessageProducer",
+    "OptionError",
+    "Session",
+    "parse_broker_url",
+]

@@ -1,0 +1,422 @@
+"""A JMS-style client over OpenWire (SPEC K1), the sync API: ConnectionFactory, Connection,
+Session, MessageProducer, MessageConsumer, messages.
+
+It does what the seeds describe the Java client doing: a send is synchronous (waits for the
+broker's Response) only by the seeds' rule (S1); each consumer keeps an unconsumed buffer
+filled by the broker up to its prefetch, and acknowledges with a standard ack per message in
+AUTO mode, or every message delivered in the session at ``acknowledge()`` in CLIENT mode.
+This is the first slice: text and bytes messages, queues and topics, auto and client acks,
+transactions; see the issue for what is still to come (asyncio API, failover, redelivery
+policy on the client, optimizeAcknowledge, browsers, temporary destinations).
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from dovecote.client.options import ConnectionOptions, parse_broker_url
+from dovecote.client.transport import ClientTransport, JMSError
+from dovecote.core.destinations import Destination, DestinationType
+from dovecote.core.message import BodyType
+from dovecote.protocol.openwire import Structure
+from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.converter import (
+    destination_of,
+    destination_structure,
+    message_id_structure,
+    message_id_text,
+)
+from dovecote.protocol.openwire.primitives import (
+    decode_map,
+    decode_text_body,
+    encode_map,
+    encode_text_body,
+)
+
+PULL_GRACE_S = 30.0
+"""How long past its timeout a pull waits for the broker's answer before giving up."""
+
+
+class AckMode(IntEnum):
+    SESSION_TRANSACTED = 0
+    AUTO_ACKNOWLEDGE = 1
+    CLIENT_ACKNOWLEDGE = 2
+    DUPS_OK_ACKNOWLEDGE = 3
+    INDIVIDUAL_ACKNOWLEDGE = 4
+
+
+@dataclass
+class Message:
+    """A received or to-be-sent message. ``body`` is text for text messages, bytes else."""
+
+    body: str | bytes = b""
+    properties: dict[str, Any] = field(default_factory=dict)
+    correlation_id: str | None = None
+    type: str | None = None
+    reply_to: Destination | None = None
+    priority: int = 4
+    persistent: bool = True
+    message_id: str | None = None
+    destination: Destination | None = None
+    timestamp: int = 0
+    expiration: int = 0
+    redelivered: bool = False
+    redelivery_counter: int = 0
+    _session: Session | None = field(default=None, repr=False)
+    _ack_id: Structure | None = field(default=None, repr=False)
+    _consumer: MessageConsumer | None = field(default=None, repr=False)
+
+    @property
+    def text(self) -> str:
+        return self.body if isinstance(self.body, str) else self.body.decode("utf-8")
+
+    def acknowledge(self) -> None:
+        """CLIENT mode: acknowledge every message delivered so far in the session."""
+        if self._session is not None:
+            self._session.acknowledge()
+
+
+class ConnectionFactory:
+    def __init__(self, url: str = "tcp://127.0.0.1:61616") -> None:
+        self.url = parse_broker_url(url)
+
+    def create_connection(self, user: str | None = None, password: str | None = None) -> Connection:
+        return Connection(self, user, password)
+
+
+class Connection:
+    _ids = itertools.count(1)
+
+    def __init__(self, factory: ConnectionFactory, user: str | None, password: str | None) -> None:
+        url = factory.url
+        self.options: ConnectionOptions = url.connection
+        _scheme, host, port = url.endpoints[0]
+        self.connection_id = f"ID:dovecote-py-{id(self):x}-{next(self._ids)}"
+        self.client_id = self.options.clientID or self.connection_id
+        self._consumers: dict[tuple[int, int], MessageConsumer] = {}
+        self._session_ids = itertools.count(1)
+        self.failure: Exception | None = None
+        self.transport = ClientTransport(host, port, url.wire_format, url.transport,
+                                         self._on_command, self._on_failure)  # fmt: skip
+        self.transport.connect()
+        self.transport.request(Structure(t.CONNECTION_INFO, {
+            "connectionId": Structure(t.CONNECTION_ID, {"value": self.connection_id}),
+            "clientId": self.client_id,
+            "userName": user or self.options.userName,
+            "password": password or self.options.password,
+        }))  # fmt: skip
+        self.closed = False
+
+    def start(self) -> None:
+        """Dispatch is always on; kept for the JMS shape."""
+
+    def create_session(
+        self, transacted: bool = False, ack_mode: AckMode = AckMode.AUTO_ACKNOWLEDGE
+    ) -> Session:
+        return Session(self, next(self._session_ids), transacted, ack_mode)
+
+    def _on_command(self, s: Structure) -> None:
+        if s.type == t.MESSAGE_DISPATCH:
+            c = s["consumerId"]
+            consumer = self._consumers.get((c["sessionId"], c["value"]))
+            if consumer is not None:
+                consumer._dispatched(s)
+
+    def _on_failure(self, exc: Exception) -> None:
+        self.failure = exc
+        for consumer in list(self._consumers.values()):
+            consumer._buffer.put(None)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.transport.request(Structure(t.REMOVE_INFO, {
+                "objectId": Structure(t.CONNECTION_ID, {"value": self.connection_id}),
+                "lastDeliveredSequenceId": -1,
+            }), timeout=self.options.closeTimeout / 1000)  # fmt: skip
+            self.transport.oneway(Structure(t.SHUTDOWN_INFO))
+        except (OSError, JMSError, TimeoutError):
+            pass
+        finally:
+            self.transport.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Session:
+    def __init__(
+        self, connection: Connection, session_id: int, transacted: bool, ack_mode: AckMode
+    ) -> None:
+        self.connection = connection
+        self.session_id = session_id
+        self.transacted = transacted
+        self.ack_mode = AckMode.SESSION_TRANSACTED if transacted else ack_mode
+        self._producer_ids = itertools.count(1)
+        self._consumer_ids = itertools.count(1)
+        self._tx_ids = itertools.count(1)
+        self._tx: Structure | None = None
+        self._delivered: list[tuple[MessageConsumer, Structure]] = []
+        self._lock = threading.Lock()
+        connection.transport.oneway(Structure(t.SESSION_INFO, {"sessionId": self._sid()}))
+
+    def _sid(self) -> Structure:
+        return Structure(t.SESSION_ID, {"connectionId": self.connection.connection_id,
+                                        "value": self.session_id})  # fmt: skip
+
+    @staticmethod
+    def queue(name: str) -> Destination:
+        return Destination(DestinationType.QUEUE, name)
+
+    @staticmethod
+    def topic(name: str) -> Destination:
+        return Destination(DestinationType.TOPIC, name)
+
+    def create_producer(self, destination: Destination | None = None) -> MessageProducer:
+        return MessageProducer(self, next(self._producer_ids), destination)
+
+    def create_consumer(self, destination: Destination, selector: str | None = None,
+                        prefetch: int | None = None) -> MessageConsumer:  # fmt: skip
+        return MessageConsumer(self, next(self._consumer_ids), destination, selector, prefetch)
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def _transaction_id(self) -> Structure | None:
+        if not self.transacted:
+            return None
+        if self._tx is None:
+            connection_id = Structure(t.CONNECTION_ID, {"value": self.connection.connection_id})
+            self._tx = Structure(t.LOCAL_TRANSACTION_ID, {
+                "value": next(self._tx_ids), "connectionId": connection_id,
+            })  # fmt: skip
+            self.connection.transport.oneway(self._tx_info(0))
+        return self._tx
+
+    def _tx_info(self, kind: int) -> Structure:
+        return Structure(t.TRANSACTION_INFO, {
+            "connectionId": Structure(t.CONNECTION_ID, {"value": self.connection.connection_id}),
+            "transactionId": self._tx, "type": kind,
+        })  # fmt: skip
+
+    def commit(self) -> None:
+        if not self.transacted:
+            raise JMSError("javax.jms.IllegalStateException", "not a transacted session")
+        self._transaction_id()
+        self._ack_delivered(2)
+        self.connection.transport.request(self._tx_info(2))
+        self._tx = None
+
+    def rollback(self) -> None:
+        if not self.transacted:
+            raise JMSError("javax.jms.IllegalStateException", "not a transacted session")
+        if self._tx is not None:
+            self.connection.transport.request(self._tx_info(4))
+            self._tx = None
+        with self._lock:
+            delivered, self._delivered = self._delivered, []
+        for consumer, dispatch in reversed(delivered):
+            consumer._redeliver_locally(dispatch)
+
+    # -- acks ------------------------------------------------------------------------------
+
+    def acknowledge(self) -> None:
+        self._ack_delivered(2)
+
+    def _ack_delivered(self, ack_type: int) -> None:
+        with self._lock:
+            delivered, self._delivered = self._delivered, []
+        by_consumer: dict[int, list[Structure]] = {}
+        owners: dict[int, MessageConsumer] = {}
+        for consumer, dispatch in delivered:
+            by_consumer.setdefault(id(consumer), []).append(dispatch)
+            owners[id(consumer)] = consumer
+        for key, dispatches in by_consumer.items():
+            owners[key]._ack(dispatches, ack_type, self._tx if self.transacted else None)
+
+    def close(self) -> None:
+        if self.transacted and self._tx is not None:
+            self.rollback()
+
+
+class MessageProducer:
+    def __init__(self, session: Session, producer_id: int, destination: Destination | None) -> None:
+        self.session = session
+        self.destination = destination
+        self.delivery_persistent = True
+        self.priority = 4
+        self.time_to_live = 0
+        self._seq = itertools.count(1)
+        self._pid = Structure(t.PRODUCER_ID, {
+            "connectionId": session.connection.connection_id, "value": producer_id,
+            "sessionId": session.session_id,
+        })  # fmt: skip
+        session.connection.transport.request(Structure(t.PRODUCER_INFO, {
+            "producerId": self._pid, "destination": destination_structure(destination),
+            "windowSize": session.connection.options.producerWindowSize,
+        }))  # fmt: skip
+
+    def send(self, message: Message | str | bytes, destination: Destination | None = None,
+             persistent: bool | None = None, priority: int | None = None,
+             time_to_live: int | None = None) -> None:  # fmt: skip
+        if not isinstance(message, Message):
+            message = Message(body=message)
+        target = destination or self.destination
+        if target is None:
+            raise JMSError("javax.jms.InvalidDestinationException", "no destination to send to")
+        persistent = self.delivery_persistent if persistent is None else persistent
+        ttl = self.time_to_live if time_to_live is None else time_to_live
+        now = int(time.time() * 1000)
+        seq = next(self._seq)
+        pid = self._pid
+        message_id = f"{pid['connectionId']}:{pid['sessionId']}:{pid['value']}:{seq}"
+        text = isinstance(message.body, str)
+        body = message.body
+        fields: dict[str, Any] = {
+            "producerId": pid, "destination": destination_structure(target),
+            "transactionId": self.session._transaction_id(),
+            "messageId": message_id_structure(message_id),
+            "correlationId": message.correlation_id, "persistent": persistent,
+            "expiration": now + ttl if ttl > 0 else 0,
+            "priority": self.priority if priority is None else priority,
+            "replyTo": destination_structure(message.reply_to), "timestamp": now,
+            "type": message.type,
+            "content": encode_text_body(body) if isinstance(body, str) else (body or None),
+            "marshalledProperties": encode_map(message.properties) if message.properties else None,
+        }  # fmt: skip
+        structure = Structure(t.TEXT_MESSAGE if text else t.BYTES_MESSAGE, fields)
+        message.message_id = message_id
+        transport = self.session.connection.transport
+        if self._sync(persistent):
+            transport.request(structure)
+        else:
+            transport.oneway(structure)
+
+    def _sync(self, persistent: bool) -> bool:
+        """The seeds' rule (SPEC S1): async only with no send timeout, alwaysSyncSend off,
+        and (non-persistent, or useAsyncSend, or a transacted session)."""
+        o = self.session.connection.options
+        if o.sendTimeout > 0 or o.alwaysSyncSend:
+            return True
+        return not (not persistent or o.useAsyncSend or self.session.transacted)
+
+
+class MessageConsumer:
+    def __init__(self, session: Session, consumer_id: int, destination: Destination,
+                 selector: str | None, prefetch: int | None) -> None:  # fmt: skip
+        self.session = session
+        self.destination = destination
+        policy = session.connection.options.prefetchPolicy
+        self.prefetch = (
+            prefetch
+            if prefetch is not None
+            else (policy.queuePrefetch if destination.is_queue else policy.topicPrefetch)
+        )
+        self._cid = Structure(t.CONSUMER_ID, {
+            "connectionId": session.connection.connection_id, "sessionId": session.session_id,
+            "value": consumer_id,
+        })  # fmt: skip
+        self._buffer: queue.Queue[Structure | None] = queue.Queue()
+        session.connection._consumers[(session.session_id, consumer_id)] = self
+        session.connection.transport.request(Structure(t.CONSUMER_INFO, {
+            "consumerId": self._cid, "destination": destination_structure(destination),
+            "prefetchSize": self.prefetch, "selector": selector, "dispatchAsync": True,
+            "priority": 0,
+        }))  # fmt: skip
+
+    def _dispatched(self, dispatch: Structure) -> None:
+        self._buffer.put(dispatch)
+
+    def _redeliver_locally(self, dispatch: Structure) -> None:
+        dispatch.fields["redeliveryCounter"] = dispatch.get("redeliveryCounter", 0) + 1
+        with self._buffer.mutex:
+            self._buffer.queue.appendleft(dispatch)
+            self._buffer.not_empty.notify()
+
+    def receive(self, timeout: float | None = None) -> Message | None:
+        """The next message, waiting up to ``timeout`` seconds (None: forever)."""
+        if self.prefetch == 0:
+            # Pull: the broker answers with the message or, when the timeout passes, an empty
+            # dispatch; wait for that answer, not for a local clock (as the Java client does).
+            self.session.connection.transport.oneway(Structure(t.MESSAGE_PULL, {
+                "consumerId": self._cid, "destination": destination_structure(self.destination),
+                "timeout": -1 if timeout == 0 else int((timeout or 0) * 1000),
+            }))  # fmt: skip
+            wait = None if timeout is None else timeout + PULL_GRACE_S
+            try:
+                dispatch = self._buffer.get(timeout=wait)
+            except queue.Empty:
+                return None
+        else:
+            try:
+                if timeout == 0:
+                    dispatch = self._buffer.get_nowait()
+                else:
+                    dispatch = self._buffer.get(timeout=timeout)
+            except queue.Empty:
+                return None
+        if dispatch is None or dispatch["message"] is None:
+            if self.session.connection.failure is not None:
+                raise JMSError("javax.jms.JMSException", str(self.session.connection.failure))
+            return None
+        message = self._to_message(dispatch)
+        mode = self.session.ack_mode
+        if mode in (AckMode.AUTO_ACKNOWLEDGE, AckMode.DUPS_OK_ACKNOWLEDGE):
+            self._ack([dispatch], 2, None)
+        else:
+            with self.session._lock:
+                self.session._delivered.append((self, dispatch))
+        return message
+
+    def receive_no_wait(self) -> Message | None:
+        return self.receive(0)
+
+    def _to_message(self, dispatch: Structure) -> Message:
+        m = dispatch["message"]
+        content = m["content"] or b""
+        body: str | bytes = (
+            decode_text_body(content)
+            if m.type == t.TEXT_MESSAGE and content
+            else ("" if m.type == t.TEXT_MESSAGE else content)
+        )
+        counter = dispatch.get("redeliveryCounter", 0)
+        return Message(
+            body=body,
+            properties=decode_map(m["marshalledProperties"]) if m["marshalledProperties"] else {},
+            correlation_id=m["correlationId"], type=m["type"],
+            reply_to=destination_of(m["replyTo"]), priority=m.get("priority", 4),
+            persistent=bool(m["persistent"]), message_id=message_id_text(m["messageId"]),
+            destination=destination_of(m["destination"]), timestamp=m.get("timestamp", 0),
+            expiration=m.get("expiration", 0), redelivered=counter > 0, redelivery_counter=counter,
+            _session=self.session, _ack_id=m["messageId"], _consumer=self,
+        )  # fmt: skip
+
+    def _ack(self, dispatches: list[Structure], ack_type: int, tx: Structure | None) -> None:
+        ids = [d["message"]["messageId"] for d in dispatches]
+        self.session.connection.transport.oneway(Structure(t.MESSAGE_ACK, {
+            "destination": destination_structure(self.destination), "transactionId": tx,
+            "consumerId": self._cid, "ackType": ack_type, "firstMessageId": ids[0],
+            "lastMessageId": ids[-1], "messageCount": len(ids),
+        }))  # fmt: skip
+
+    def close(self) -> None:
+        self.session.connection._consumers.pop((self._cid["sessionId"], self._cid["value"]), None)
+        self.session.connection.transport.oneway(Structure(t.REMOVE_INFO, {
+            "objectId": self._cid, "lastDeliveredSequenceId": -1,
+        }))  # fmt: skip
+
+
+__all__ = [
+    "AckMode", "BodyType", "Connection", "ConnectionFactory", "Message", "MessageConsumer",
+    "MessageProducer", "Session",
+]  # fmt: skip

@@ -1,0 +1,206 @@
+"""The client's transport chain (SPEC P3) over a blocking socket: wire-format negotiation,
+one writer at a time, request/response correlation by command id, keep-alives and the
+inactivity check. A reader thread hands every other command to the connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from dovecote.client.options import TransportOptions, WireFormatOptions
+from dovecote.core.errors import RemoteProtocolError
+from dovecote.protocol.openwire import (
+    NEED_DATA,
+    FrameReader,
+    Marshaller,
+    Structure,
+    Throwable,
+    negotiate,
+)
+from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.primitives import JavaInt, encode_map
+
+log = logging.getLogger("dovecote.client")
+
+
+class JMSError(Exception):
+    """An error the broker reported, with the Java exception class it named."""
+
+    def __init__(self, class_name: str, message: str | None) -> None:
+        super().__init__(f"{class_name}: {message}")
+        self.class_name = class_name
+        self.message = message or ""
+
+
+class TransportClosedError(ConnectionError):
+    pass
+
+
+def _client_wire_format(options: WireFormatOptions) -> Structure:
+    properties: dict[str, object] = {
+        "TightEncodingEnabled": False, "CacheEnabled": False, "SizePrefixDisabled": False,
+        "StackTraceEnabled": False, "TcpNoDelayEnabled": True,
+        "MaxInactivityDuration": options.maxInactivityDuration,
+        "MaxInactivityDurationInitalDelay": options.maxInactivityDurationInitalDelay,
+        "CacheSize": JavaInt(0), "MaxFrameSize": options.maxFrameSize,
+        "ProviderName": "dovecote", "PlatformDetails": "Python",
+    }  # fmt: skip
+    fields = {"magic": b"ActiveMQ", "version": 12, "marshalledProperties": encode_map(properties)}
+    return Structure(t.WIRE_FORMAT_INFO, fields)
+
+
+class ClientTransport:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        wire: WireFormatOptions,
+        transport: TransportOptions,
+        on_command: Callable[[Structure], None],
+        on_failure: Callable[[Exception], None],
+    ) -> None:
+        self.host, self.port = host, port
+        self.wire = wire
+        self.transport = transport
+        self.on_command = on_command
+        self.on_failure = on_failure
+        self.marshaller = Marshaller()
+        self.frames = FrameReader(wire.maxFrameSize)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, Future[Structure]] = {}
+        self._write_lock = threading.Lock()
+        self._negotiated = threading.Event()
+        self._closed = threading.Event()
+        self._sock: socket.socket | None = None
+        self._last_read = self._last_write = time.monotonic()
+        self.round_trips = 0
+        """Requests that waited for a response (tests count them)."""
+
+    def connect(self) -> None:
+        timeout = self.transport.connectionTimeout / 1000 or None
+        sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, int(self.transport.tcpNoDelay))
+        sock.settimeout(None)
+        self._sock = sock
+        self._ours = _client_wire_format(self.wire)
+        self._send(self._ours)
+        threading.Thread(
+            target=self._read_forever, name="dovecote-client-reader", daemon=True
+        ).start()
+        if not self._negotiated.wait(timeout or 30):
+            self.close()
+            raise TransportClosedError("wire format negotiation timed out")
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def _send(self, structure: Structure) -> None:
+        if self._sock is None or self._closed.is_set():
+            raise TransportClosedError("the connection is closed")
+        data = self.marshaller.frame(structure)
+        with self._write_lock:
+            self._sock.sendall(data)
+            self._last_write = time.monotonic()
+
+    def oneway(self, structure: Structure) -> None:
+        structure.fields["commandId"] = next(self._ids)
+        structure.fields["responseRequired"] = False
+        self._send(structure)
+
+    def request(self, structure: Structure, timeout: float | None = None) -> Structure:
+        command_id = next(self._ids)
+        structure.fields["commandId"] = command_id
+        structure.fields["responseRequired"] = True
+        future: Future[Structure] = Future()
+        self._pending[command_id] = future
+        self.round_trips += 1
+        try:
+            self._send(structure)
+            response = future.result(timeout)
+        finally:
+            self._pending.pop(command_id, None)
+        if response.type == t.EXCEPTION_RESPONSE:
+            error: Throwable | None = response["exception"]
+            raise JMSError(error.class_name if error else "javax.jms.JMSException",
+                           error.message if error else None)  # fmt: skip
+        return response
+
+    # -- receiving -------------------------------------------------------------------------
+
+    def _read_forever(self) -> None:
+        assert self._sock is not None
+        try:
+            while not self._closed.is_set():
+                data = self._sock.recv(65536)
+                if not data:
+                    raise TransportClosedError("the broker closed the connection")
+                self._last_read = time.monotonic()
+                self.frames.receive_data(data)
+                while (frame := self.frames.next_frame()) is not NEED_DATA:
+                    assert isinstance(frame, bytes)
+                    self._handle(self.marshaller.parse_body(frame))
+        except (OSError, RemoteProtocolError) as exc:
+            if not self._closed.is_set():
+                self._fail(exc)
+
+    def _handle(self, s: Structure) -> None:
+        match s.type:
+            case t.WIRE_FORMAT_INFO:
+                negotiated = negotiate(self._ours, s)
+                self.marshaller.stack_traces = negotiated.stack_traces
+                self.marshaller.version = negotiated.version
+                if negotiated.max_inactivity_ms > 0:
+                    threading.Thread(target=self._keep_alive, args=(negotiated.max_inactivity_ms,),
+                                     daemon=True).start()  # fmt: skip
+                self._negotiated.set()
+            case t.RESPONSE | t.EXCEPTION_RESPONSE | t.DATA_RESPONSE | t.INTEGER_RESPONSE:
+                future = self._pending.get(s["correlationId"])
+                if future is not None and not future.done():
+                    future.set_result(s)
+            case t.KEEP_ALIVE_INFO:
+                if s["responseRequired"]:
+                    self.oneway(Structure(t.KEEP_ALIVE_INFO))
+            case t.CONNECTION_ERROR:
+                error = s["exception"]
+                self.on_failure(JMSError(error.class_name if error else "ConnectionError",
+                                         error.message if error else None))  # fmt: skip
+            case t.BROKER_INFO:
+                self.broker_info = s
+            case _:
+                self.on_command(s)
+
+    def _keep_alive(self, interval_ms: int) -> None:
+        interval = interval_ms / 1000
+        while not self._closed.wait(interval / 3):
+            if time.monotonic() - self._last_write >= interval / 3:
+                try:
+                    self.oneway(Structure(t.KEEP_ALIVE_INFO))
+                except OSError:
+                    return
+            if time.monotonic() - self._last_read > interval:
+                self._fail(
+                    TransportClosedError("no frame from the broker within the inactivity time")
+                )
+                return
+
+    def _fail(self, exc: Exception) -> None:
+        self.close()
+        for future in list(self._pending.values()):
+            if not future.done():
+                future.set_exception(TransportClosedError(str(exc)))
+        self.on_failure(exc)
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+            self._sock.close()

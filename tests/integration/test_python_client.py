@@ -1,0 +1,154 @@
+"""dovecote's Python client, the first slice (SPEC K1, S1), run identically against
+dovecote and against a real ActiveMQ 5.17 (K3)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from activemq import running_activemq
+from brokers import running_broker
+from dovecote.client import AckMode, ConnectionFactory, Message, OptionError, parse_broker_url
+
+
+@pytest.fixture(scope="module", params=["dovecote", "activemq"])
+def broker_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    if request.param == "dovecote":
+        with running_broker(workdir=tmp_path_factory.mktemp("client")) as broker:
+            yield f"tcp://127.0.0.1:{broker.openwire_port}"
+    else:
+        with running_activemq() as amq:
+            yield f"tcp://127.0.0.1:{amq.openwire_port}"
+
+
+@pytest.fixture
+def name() -> str:
+    return f"pyclient.{uuid.uuid4().hex[:10]}"
+
+
+def test_text_and_bytes_with_properties(broker_url: str, name: str) -> None:
+    with ConnectionFactory(broker_url).create_connection() as conn:
+        session = conn.create_session()
+        q = session.queue(name)
+        producer = session.create_producer(q)
+        producer.send(
+            Message("h\u00e9llo", properties={"color": "red", "n": 5}, correlation_id="c1")
+        )
+        producer.send(b"\x00\x01\x02")
+        consumer = session.create_consumer(q)
+        text = consumer.receive(5)
+        assert text is not None and text.body == "h\u00e9llo"
+        assert text.properties == {"color": "red", "n": 5} and text.correlation_id == "c1"
+        raw = consumer.receive(5)
+        assert raw is not None and raw.body == b"\x00\x01\x02"
+
+
+def test_persistent_sends_wait_for_the_broker_and_async_ones_do_not(
+    broker_url: str, name: str
+) -> None:
+    with ConnectionFactory(broker_url).create_connection() as conn:
+        session = conn.create_session()
+        producer = session.create_producer(session.queue(name))
+        before = conn.transport.round_trips
+        for _ in range(5):
+            producer.send("sync", persistent=True)
+        assert conn.transport.round_trips - before == 5  # one Response per persistent send
+        before = conn.transport.round_trips
+        for _ in range(5):
+            producer.send("async", persistent=False)
+        assert conn.transport.round_trips == before  # non-persistent: no round trip (S1)
+    url = broker_url + "?jms.useAsyncSend=true"
+    with ConnectionFactory(url).create_connection() as conn:
+        session = conn.create_session()
+        producer = session.create_producer(session.queue(name))
+        before = conn.transport.round_trips
+        producer.send("async persistent", persistent=True)
+        assert conn.transport.round_trips == before
+
+
+def test_client_acknowledge_acks_everything_delivered(broker_url: str, name: str) -> None:
+    with ConnectionFactory(broker_url).create_connection() as conn:
+        session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+        q = session.queue(name)
+        producer = session.create_producer(q)
+        for i in range(3):
+            producer.send(f"m{i}")
+        consumer = session.create_consumer(q)
+        consumer.receive(5)
+        second = consumer.receive(5)
+        assert second is not None
+        second.acknowledge()
+        consumer.close()
+        again = session.create_consumer(q)
+        rest = again.receive(5)
+        assert rest is not None and rest.body == "m2"
+        rest.acknowledge()
+
+
+def test_transaction_rollback_redelivers_and_commit_consumes(broker_url: str, name: str) -> None:
+    with ConnectionFactory(broker_url).create_connection() as conn:
+        session = conn.create_session(transacted=True)
+        q = session.queue(name)
+        producer = session.create_producer(q)
+        producer.send("work")
+        session.commit()
+        consumer = session.create_consumer(q)
+        first = consumer.receive(5)
+        assert first is not None and not first.redelivered
+        session.rollback()
+        again = consumer.receive(5)
+        assert again is not None and again.body == "work" and again.redelivered
+        session.commit()
+        assert consumer.receive(0.5) is None
+
+
+def test_prefetch_zero_pulls(broker_url: str, name: str) -> None:
+    with ConnectionFactory(
+        broker_url + "?jms.prefetchPolicy.queuePrefetch=0"
+    ).create_connection() as conn:
+        session = conn.create_session()
+        q = session.queue(name)
+        consumer = session.create_consumer(q)
+        assert consumer.receive(0.3) is None
+        session.create_producer(q).send("pulled")
+        got = consumer.receive(5)
+        assert got is not None and got.body == "pulled"
+
+
+def test_broker_errors_surface_with_their_jms_class(broker_url: str, name: str) -> None:
+    with ConnectionFactory(broker_url).create_connection() as conn:
+        session = conn.create_session()
+        with pytest.raises(Exception, match="InvalidSelectorException"):
+            session.create_consumer(session.queue(name), selector="a = = 1")
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("tcp://h:1?jms.useAsyncSnd=true", "jms.useAsyncSnd"),
+        ("tcp://h:1?jms.prefetchPolicy.queuePrefetch=ten", "integer"),
+        ("tcp://h:1?color=red", "color"),
+        ("mqtt://h:1", "unsupported transport"),
+        ("failover:(tcp://a:1,tcp://b:2?jms.bogus=1)", "jms.bogus"),
+    ],
+)
+def test_unknown_or_bad_options_are_errors_naming_them(url: str, words: str) -> None:
+    with pytest.raises(OptionError, match=words):
+        parse_broker_url(url)
+
+
+def test_options_apply_to_the_object_they_name() -> None:
+    url = parse_broker_url(
+        "failover:(tcp://a:61616,tcp://b:61617)?randomize=false&jms.useAsyncSend=true"
+        "&jms.prefetchPolicy.all=5&jms.redeliveryPolicy.maximumRedeliveries=2"
+        "&wireFormat.maxInactivityDuration=5000"
+    )
+    assert url.endpoints == [("tcp", "a", 61616), ("tcp", "b", 61617)]
+    assert url.failover is not None and url.failover.randomize is False
+    assert url.connection.useAsyncSend and url.connection.prefetchPolicy.topicPrefetch == 5
+    assert url.connection.redeliveryPolicy.maximumRedeliveries == 2
+    assert url.wire_format.maxInactivityDuration == 5000

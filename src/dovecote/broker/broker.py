@@ -162,8 +162,8 @@ class Broker:
                 state.sessions.add(session_id)
             case TransactionInfo():
                 await self._transaction(state, command)
-            case RemoveInfo(object_id=object_id):
-                await self._remove(state, object_id)
+            case RemoveInfo(object_id=object_id, last_delivered_sequence=last_delivered):
+                await self._remove(state, object_id, last_delivered)
             case RemoveSubscriptionInfo():
                 await self._remove_durable(command.client_id, command.subscription_name)
             case DestinationInfo(destination=destination, add=True):
@@ -174,11 +174,14 @@ class Broker:
                 raise BrokerError("connection is already open")
 
     async def _remove(
-        self, state: ConnectionState, object_id: ConnectionId | SessionId | ConsumerId | ProducerId
+        self,
+        state: ConnectionState,
+        object_id: ConnectionId | SessionId | ConsumerId | ProducerId,
+        last_delivered: int = -1,
     ) -> None:
         match object_id:
             case ConsumerId():
-                await self._remove_consumer(state, object_id)
+                await self._remove_consumer(state, object_id, last_delivered)
             case ProducerId():
                 state.producers.discard(object_id)
             case SessionId():
@@ -348,9 +351,18 @@ class Broker:
         assert sub.durable is not None
         await self.store.write([RemoveSubscription(sub.durable.destination, client_id, name)])
 
-    async def _remove_consumer(self, state: ConnectionState, consumer_id: ConsumerId) -> None:
+    async def _remove_consumer(
+        self, state: ConnectionState, consumer_id: ConsumerId, last_delivered: int = -1
+    ) -> None:
         origin, returned = self._detach_consumer(state, consumer_id)
+        if last_delivered >= 0:
+            # Prefetched but never seen by the application: back in place, not redelivered.
+            unseen = [e for e in returned if e.seq > last_delivered]
+            if unseen and origin is not None:
+                origin.requeue(unseen)
+            returned = [e for e in returned if e.seq <= last_delivered]
         await self.regions.redeliver(origin, returned)
+        await self.regions.dispatch(origin)
 
     def _detach_consumer(
         self, state: ConnectionState, consumer_id: ConsumerId

@@ -106,7 +106,7 @@ class Consumer:
             self.inflight[entry.message_id] = entry
         if self.pulls:
             self.pulls -= 1
-        self.sink(MessageDispatch(self.info.consumer_id, entry.full_message()))
+        self.sink(MessageDispatch(self.info.consumer_id, entry.full_message(), entry.seq))
         return auto
 
     def acked_entries(self, ack: MessageAck) -> list[Entry]:

@@ -327,6 +327,7 @@ class MessageConsumer:
             "value": consumer_id,
         })  # fmt: skip
         self._buffer: queue.Queue[Structure | None] = queue.Queue()
+        self._last_delivered = -1  # broker sequence of the last message the app received
         session.connection._consumers[(session.session_id, consumer_id)] = self
         session.connection.transport.request(Structure(t.CONSUMER_INFO, {
             "consumerId": self._cid, "destination": destination_structure(destination),
@@ -370,6 +371,7 @@ class MessageConsumer:
                 raise JMSError("javax.jms.JMSException", str(self.session.connection.failure))
             return None
         message = self._to_message(dispatch)
+        self._last_delivered = dispatch["message"]["messageId"].get("brokerSequenceId", -1)
         mode = self.session.ack_mode
         if mode in (AckMode.AUTO_ACKNOWLEDGE, AckMode.DUPS_OK_ACKNOWLEDGE):
             self._ack([dispatch], 2, None)
@@ -411,8 +413,9 @@ class MessageConsumer:
 
     def close(self) -> None:
         self.session.connection._consumers.pop((self._cid["sessionId"], self._cid["value"]), None)
+        # Prefetched messages after the last one the application saw are not redelivered.
         self.session.connection.transport.oneway(Structure(t.REMOVE_INFO, {
-            "objectId": self._cid, "lastDeliveredSequenceId": -1,
+            "objectId": self._cid, "lastDeliveredSequenceId": self._last_delivered,
         }))  # fmt: skip
 
 

@@ -132,6 +132,9 @@ class RemoveInfo:
     """Close a connection, session, consumer or producer."""
 
     object_id: ConnectionId | SessionId | ConsumerId | ProducerId
+    last_delivered_sequence: int = -1
+    """For a consumer: the dispatch sequence of the last message its application saw; those
+    dispatched after it come back without a redelivery count (-1: count them all)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +161,8 @@ class MessageDispatch:
 
     consumer_id: ConsumerId
     message: Message | None
+    sequence: int = 0
+    """The broker's sequence of this dispatch, echoed by RemoveInfo.last_delivered_sequence."""
 
 
 Command = (

@@ -130,8 +130,8 @@ def message_id_text(s: Structure | None) -> str:
     return f"{p['connectionId']}:{p['sessionId']}:{p['value']}:{s['producerSequenceId']}"
 
 
-def message_id_structure(text: str) -> Structure:
-    fields: dict[str, Any] = {"textView": text}
+def message_id_structure(text: str, broker_sequence: int = 0) -> Structure:
+    fields: dict[str, Any] = {"textView": text, "brokerSequenceId": broker_sequence}
     parts = text.rsplit(":", 3)
     if len(parts) == 4 and all(p.lstrip("-").isdigit() for p in parts[1:]):
         producer = Structure(t.PRODUCER_ID, {"connectionId": parts[0], "sessionId": int(parts[1]),
@@ -273,7 +273,8 @@ class OpenWireConverter:
             case t.CONSUMER_ID:
                 consumer_id = self._consumer(obj)
                 self._consumers.pop(consumer_id, None)
-                return OpenWireRequest((RemoveInfo(consumer_id),))
+                last = s.get("lastDeliveredSequenceId", -1)
+                return OpenWireRequest((RemoveInfo(consumer_id, last),))
             case t.PRODUCER_ID:
                 producer_id = self._producer(obj)
                 self._producer_windows.pop(str(producer_id), None)
@@ -354,7 +355,7 @@ class OpenWireConverter:
             properties=properties,  # type: ignore[arg-type]
         )
 
-    def from_message(self, m: Message) -> Structure:
+    def from_message(self, m: Message, sequence: int = 0) -> Structure:
         body = m.body
         content: bytes | None = body or None
         if m.body_type is BodyType.TEXT:
@@ -366,7 +367,7 @@ class OpenWireConverter:
             "producerId": message_id_structure(m.message_id)["producerId"],
             "destination": destination_structure(m.destination),
             "originalDestination": destination_structure(m.original_destination),
-            "messageId": message_id_structure(m.message_id),
+            "messageId": message_id_structure(m.message_id, sequence),
             "groupID": m.group_id,
             "groupSequence": m.group_seq,
             "correlationId": m.correlation_id,
@@ -404,7 +405,7 @@ class OpenWireConverter:
         if message is not None:
             fields |= {
                 "destination": destination_structure(message.destination),
-                "message": self.from_message(message),
+                "message": self.from_message(message, dispatch.sequence),
                 "redeliveryCounter": message.redelivery_counter,
             }
         return Structure(t.MESSAGE_DISPATCH, fields)

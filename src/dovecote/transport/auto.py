@@ -8,11 +8,11 @@ The byte read to decide is handed to the chosen protocol's connection as its fir
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 
 from dovecote.broker.broker import Broker
+from dovecote.transport.listener import Listener
 from dovecote.transport.openwire import OpenWireConnection, OpenWireListenerSettings
 from dovecote.transport.stomp import StompConnection, StompListenerSettings
 
@@ -26,7 +26,9 @@ class AutoListenerSettings:
     port: int = 61608
 
 
-class AutoServer:
+class AutoServer(Listener):
+    name = "auto (OpenWire or STOMP)"
+
     def __init__(
         self,
         broker: Broker,
@@ -34,50 +36,20 @@ class AutoServer:
         stomp: StompListenerSettings,
         openwire: OpenWireListenerSettings,
     ) -> None:
+        super().__init__(settings.host, settings.port, stomp.max_connections)
         self.broker = broker
-        self.settings = settings
         self.stomp = stomp
         self.openwire = openwire
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
 
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._accept, self.settings.host, self.settings.port
-        )
-        log.info("auto (OpenWire or STOMP) listening on %s:%d", self.settings.host, self.port)
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        for task in list(self._connections):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if self._server is not None:
-            await self._server.wait_closed()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            try:
-                first = await asyncio.wait_for(reader.read(1), DETECT_TIMEOUT_S)
-            except TimeoutError:
-                first = b""
-            if not first:
-                writer.close()
-                return
-            if first == b"\x00":
-                await OpenWireConnection(self.broker, self.openwire, reader, writer, first).run()
-            else:
-                await StompConnection(self.broker, self.stomp, reader, writer, first).run()
-        finally:
-            self._connections.discard(task)
+            first = await asyncio.wait_for(reader.read(1), DETECT_TIMEOUT_S)
+        except TimeoutError:
+            first = b""
+        if not first:
+            writer.close()
+            return
+        if first == b"\x00":
+            await OpenWireConnection(self.broker, self.openwire, reader, writer, first).run()
+        else:
+            await StompConnection(self.broker, self.stomp, reader, writer, first).run()

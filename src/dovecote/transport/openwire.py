@@ -35,10 +35,9 @@ from dovecote.protocol.openwire import (
 )
 from dovecote.protocol.openwire.converter import OpenWireConverter, OpenWireRequest
 from dovecote.protocol.openwire.schema import KEEP_ALIVE_INFO, WIRE_FORMAT_INFO
+from dovecote.transport.listener import READ_CHUNK, Listener
 
 log = logging.getLogger("dovecote.openwire")
-
-READ_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,46 +50,16 @@ class OpenWireListenerSettings:
     max_connections: int = 1000
 
 
-class OpenWireServer:
+class OpenWireServer(Listener):
+    name = "OpenWire"
+
     def __init__(self, broker: Broker, settings: OpenWireListenerSettings) -> None:
+        super().__init__(settings.host, settings.port, settings.max_connections)
         self.broker = broker
         self.settings = settings
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
 
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._accept, self.settings.host, self.settings.port, limit=READ_CHUNK
-        )
-        log.info("OpenWire listening on %s:%d", self.settings.host, self.port)
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        for task in list(self._connections):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if self._server is not None:
-            await self._server.wait_closed()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        if len(self._connections) >= self.settings.max_connections:
-            writer.close()
-            return
-        self._connections.add(task)
-        try:
-            await OpenWireConnection(self.broker, self.settings, reader, writer).run()
-        finally:
-            self._connections.discard(task)
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await OpenWireConnection(self.broker, self.settings, reader, writer).run()
 
 
 class OpenWireConnection:

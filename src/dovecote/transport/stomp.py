@@ -22,10 +22,10 @@ from dovecote.core.commands import MessageDispatch
 from dovecote.core.errors import BrokerError, DovecoteError, ProtocolError
 from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
 from dovecote.protocol.stomp.converter import StompConverter
+from dovecote.transport.listener import READ_CHUNK, Listener
 
 log = logging.getLogger("dovecote.stomp")
 
-READ_CHUNK = 64 * 1024
 CONNECT_TIMEOUT_S = 30.0
 """A client that sends no CONNECT within this time is dropped (ActiveMQ's connect timeout)."""
 
@@ -42,48 +42,19 @@ class StompListenerSettings:
     max_connections: int = 1000
 
 
-class StompServer:
+class StompServer(Listener):
+    name = "STOMP"
+
     def __init__(self, broker: Broker, settings: StompListenerSettings) -> None:
+        super().__init__(settings.host, settings.port, settings.max_connections)
         self.broker = broker
         self.settings = settings
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
 
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await StompConnection(self.broker, self.settings, reader, writer).run()
 
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._accept, self.settings.host, self.settings.port, limit=READ_CHUNK
-        )
-        log.info("STOMP listening on %s:%d", self.settings.host, self.port)
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        for task in list(self._connections):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if self._server is not None:
-            await self._server.wait_closed()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        if len(self._connections) >= self.settings.max_connections:
-            refusal = Frame("ERROR", (("message", "too many connections"),))
-            writer.write(encode_frame(refusal, "1.0"))
-            writer.close()
-            return
-        self._connections.add(task)
-        try:
-            await StompConnection(self.broker, self.settings, reader, writer).run()
-        finally:
-            self._connections.discard(task)
+    def refuse(self, writer: asyncio.StreamWriter) -> None:
+        writer.write(encode_frame(Frame("ERROR", (("message", "too many connections"),)), "1.0"))
 
 
 class StompConnection:

@@ -1,0 +1,65 @@
+"""What every listener shares: bind, accept, keep track of the connection tasks, refuse
+beyond ``max_connections``, and stop them all on shutdown. A protocol listener implements
+``serve`` for one accepted connection and ``refuse`` for one over the limit."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+log = logging.getLogger("dovecote.transport")
+
+READ_CHUNK = 64 * 1024
+
+
+class Listener:
+    name = "listener"
+
+    def __init__(self, host: str, port: int, max_connections: int) -> None:
+        self.host = host
+        self.requested_port = port
+        self.max_connections = max_connections
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._accept, self.host, self.requested_port, limit=READ_CHUNK
+        )
+        log.info("%s listening on %s:%d", self.name, self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for task in list(self._connections):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if len(self._connections) >= self.max_connections:
+            self.refuse(writer)
+            writer.close()
+            return
+        self._connections.add(task)
+        try:
+            await self.serve(reader, writer)
+        finally:
+            self._connections.discard(task)
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+    def refuse(self, writer: asyncio.StreamWriter) -> None:
+        """Say why before closing, where the protocol can."""

@@ -3,6 +3,7 @@ dovecote and against a real ActiveMQ 5.17 (K3)."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -153,3 +154,71 @@ def test_options_apply_to_the_object_they_name() -> None:
     assert url.connection.useAsyncSend and url.connection.prefetchPolicy.topicPrefetch == 5
     assert url.connection.redeliveryPolicy.maximumRedeliveries == 2
     assert url.wire_format.maxInactivityDuration == 5000
+
+
+def test_map_messages(broker_url: str, name: str) -> None:
+    with ConnectionFactory(broker_url).create_connection() as conn:
+        session = conn.create_session()
+        q = session.queue(name)
+        session.create_producer(q).send(Message({"sku": "A1", "qty": 3, "ok": True}))
+        got = session.create_consumer(q).receive(5)
+        assert got is not None and got.body == {"sku": "A1", "qty": 3, "ok": True}
+
+
+def test_individual_acknowledge_acks_one(broker_url: str, name: str) -> None:
+    with ConnectionFactory(broker_url).create_connection() as conn:
+        session = conn.create_session(ack_mode=AckMode.INDIVIDUAL_ACKNOWLEDGE)
+        q = session.queue(name)
+        producer = session.create_producer(q)
+        for i in range(3):
+            producer.send(f"m{i}")
+        consumer = session.create_consumer(q)
+        got = [consumer.receive(5) for _ in range(3)]
+        assert all(m is not None for m in got)
+        got[1].acknowledge()  # type: ignore[union-attr]
+        consumer.close()
+        again = conn.create_session().create_consumer(q)
+        left = sorted(m.body for m in iter(lambda: again.receive(1), None))  # type: ignore[union-attr]
+        assert left == ["m0", "m2"]
+
+
+def test_listener_and_the_receive_rule(broker_url: str, name: str) -> None:
+    with ConnectionFactory(broker_url).create_connection() as conn:
+        session = conn.create_session()
+        q = session.queue(name)
+        seen: list[str] = []
+        done = threading.Event()
+
+        def on_message(message: Message) -> None:
+            seen.append(message.text)
+            if len(seen) == 3:
+                done.set()
+
+        consumer = session.create_consumer(q)
+        consumer.set_message_listener(on_message)
+        other = session.create_consumer(session.queue(name + ".other"))
+        with pytest.raises(Exception, match="IllegalStateException"):
+            other.receive(0.1)
+        producer = conn.create_session().create_producer(q)
+        for i in range(3):
+            producer.send(f"l{i}")
+        assert done.wait(10)
+        assert seen == ["l0", "l1", "l2"]
+
+
+def test_temporary_queue_request_reply(broker_url: str, name: str) -> None:
+    with ConnectionFactory(broker_url).create_connection() as conn:
+        session = conn.create_session()
+        replies = session.create_temporary_queue()
+        assert replies.is_temporary
+        service = session.queue(name)
+        producer = session.create_producer()
+        producer.send(Message("ping", reply_to=replies), destination=service)
+        request = session.create_consumer(service).receive(5)
+        assert request is not None and request.reply_to == replies
+        producer.send(
+            Message("pong", correlation_id=request.message_id), destination=request.reply_to
+        )
+        reply = session.create_consumer(replies).receive(5)
+        assert reply is not None and reply.body == "pong"
+        assert reply.correlation_id == request.message_id

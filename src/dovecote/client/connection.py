@@ -5,9 +5,10 @@ It does what the seeds describe the Java client doing: a send is synchronous (wa
 broker's Response) only by the seeds' rule (S1); each consumer keeps an unconsumed buffer
 filled by the broker up to its prefetch, and acknowledges with a standard ack per message in
 AUTO mode, or every message delivered in the session at ``acknowledge()`` in CLIENT mode.
-This is the first slice: text and bytes messages, queues and topics, auto and client acks,
-transactions; see the issue for what is still to come (asyncio API, failover, redelivery
-policy on the client, optimizeAcknowledge, browsers, temporary destinations).
+This is the first slice: text, bytes and map messages, queues, topics and temporary
+queues, auto/client/individual acks, listeners, transactions; see the issue for what is
+still to come (asyncio API, failover, redelivery policy on the client, optimizeAcknowledge,
+browsers).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import itertools
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -55,7 +57,7 @@ class AckMode(IntEnum):
 class Message:
     """A received or to-be-sent message. ``body`` is text for text messages, bytes else."""
 
-    body: str | bytes = b""
+    body: str | bytes | dict[str, Any] = b""
     properties: dict[str, Any] = field(default_factory=dict)
     correlation_id: str | None = None
     type: str | None = None
@@ -74,12 +76,27 @@ class Message:
 
     @property
     def text(self) -> str:
+        if isinstance(self.body, dict):
+            raise TypeError("a map message has no text")
         return self.body if isinstance(self.body, str) else self.body.decode("utf-8")
 
     def acknowledge(self) -> None:
-        """CLIENT mode: acknowledge every message delivered so far in the session."""
-        if self._session is not None:
+        """CLIENT mode: acknowledge every message delivered so far in the session;
+        INDIVIDUAL mode: this message only."""
+        if self._session is None:
+            return
+        if self._session.ack_mode is AckMode.INDIVIDUAL_ACKNOWLEDGE and self._consumer:
+            self._session.acknowledge_one(self._consumer, self._ack_id)
+        else:
             self._session.acknowledge()
+
+
+def _content(body: str | bytes | dict[str, Any]) -> bytes | None:
+    if isinstance(body, str):
+        return encode_text_body(body)
+    if isinstance(body, dict):
+        return encode_map(body) if body else None
+    return body or None
 
 
 class ConnectionFactory:
@@ -101,6 +118,7 @@ class Connection:
         self.client_id = self.options.clientID or self.connection_id
         self._consumers: dict[tuple[int, int], MessageConsumer] = {}
         self._session_ids = itertools.count(1)
+        self._temp_ids = itertools.count(1)
         self.failure: Exception | None = None
         self.transport = ClientTransport(host, port, url.wire_format, url.transport,
                                          self._on_command, self._on_failure)  # fmt: skip
@@ -169,6 +187,7 @@ class Session:
         self._tx: Structure | None = None
         self._delivered: list[tuple[MessageConsumer, Structure]] = []
         self._lock = threading.Lock()
+        self.has_listener = False
         connection.transport.oneway(Structure(t.SESSION_INFO, {"sessionId": self._sid()}))
 
     def _sid(self) -> Structure:
@@ -233,6 +252,27 @@ class Session:
     def acknowledge(self) -> None:
         self._ack_delivered(2)
 
+    def acknowledge_one(self, consumer: MessageConsumer, message_id: Structure | None) -> None:
+        with self._lock:
+            match = [
+                d
+                for c, d in self._delivered
+                if c is consumer and d["message"]["messageId"] is message_id
+            ]
+            self._delivered = [(c, d) for c, d in self._delivered if not any(d is m for m in match)]
+        if match:
+            consumer._ack(match, 4, None)
+
+    def create_temporary_queue(self) -> Destination:
+        """A queue that lives as long as the connection (D1)."""
+        name = f"{self.connection.connection_id}:{next(self.connection._temp_ids)}"
+        destination = Destination(DestinationType.TEMP_QUEUE, name)
+        self.connection.transport.request(Structure(t.DESTINATION_INFO, {
+            "connectionId": Structure(t.CONNECTION_ID, {"value": self.connection.connection_id}),
+            "destination": destination_structure(destination), "operationType": 0,
+        }))  # fmt: skip
+        return destination
+
     def _ack_delivered(self, ack_type: int) -> None:
         with self._lock:
             delivered, self._delivered = self._delivered, []
@@ -280,8 +320,12 @@ class MessageProducer:
         seq = next(self._seq)
         pid = self._pid
         message_id = f"{pid['connectionId']}:{pid['sessionId']}:{pid['value']}:{seq}"
-        text = isinstance(message.body, str)
         body = message.body
+        code = (
+            t.TEXT_MESSAGE
+            if isinstance(body, str)
+            else (t.MAP_MESSAGE if isinstance(body, dict) else t.BYTES_MESSAGE)
+        )
         fields: dict[str, Any] = {
             "producerId": pid, "destination": destination_structure(target),
             "transactionId": self.session._transaction_id(),
@@ -291,10 +335,10 @@ class MessageProducer:
             "priority": self.priority if priority is None else priority,
             "replyTo": destination_structure(message.reply_to), "timestamp": now,
             "type": message.type,
-            "content": encode_text_body(body) if isinstance(body, str) else (body or None),
+            "content": _content(body),
             "marshalledProperties": encode_map(message.properties) if message.properties else None,
         }  # fmt: skip
-        structure = Structure(t.TEXT_MESSAGE if text else t.BYTES_MESSAGE, fields)
+        structure = Structure(code, fields)
         message.message_id = message_id
         transport = self.session.connection.transport
         if self._sync(persistent):
@@ -328,6 +372,7 @@ class MessageConsumer:
         })  # fmt: skip
         self._buffer: queue.Queue[Structure | None] = queue.Queue()
         self._last_delivered = -1  # broker sequence of the last message the app received
+        self._listening = False
         session.connection._consumers[(session.session_id, consumer_id)] = self
         session.connection.transport.request(Structure(t.CONSUMER_INFO, {
             "consumerId": self._cid, "destination": destination_structure(destination),
@@ -346,6 +391,29 @@ class MessageConsumer:
 
     def receive(self, timeout: float | None = None) -> Message | None:
         """The next message, waiting up to ``timeout`` seconds (None: forever)."""
+        if self.session.has_listener:
+            # The seeds (C1): a session with a listener refuses synchronous receive.
+            raise JMSError(
+                "javax.jms.IllegalStateException",
+                "cannot receive synchronously in a session that has a listener",
+            )
+        return self._next(timeout)
+
+    def set_message_listener(self, listener: Callable[[Message], None]) -> None:
+        """Deliver every message to ``listener`` on a thread of its own, acked as received."""
+        self.session.has_listener = True
+        self._listening = True
+
+        def run() -> None:
+            while self._listening:
+                message = self._next(None)
+                if message is None:
+                    return
+                listener(message)
+
+        threading.Thread(target=run, name="dovecote-listener", daemon=True).start()
+
+    def _next(self, timeout: float | None) -> Message | None:
         if self.prefetch == 0:
             # Pull: the broker answers with the message or, when the timeout passes, an empty
             # dispatch; wait for that answer, not for a local clock (as the Java client does).
@@ -386,11 +454,13 @@ class MessageConsumer:
     def _to_message(self, dispatch: Structure) -> Message:
         m = dispatch["message"]
         content = m["content"] or b""
-        body: str | bytes = (
-            decode_text_body(content)
-            if m.type == t.TEXT_MESSAGE and content
-            else ("" if m.type == t.TEXT_MESSAGE else content)
-        )
+        body: str | bytes | dict[str, Any]
+        if m.type == t.TEXT_MESSAGE:
+            body = decode_text_body(content) if content else ""
+        elif m.type == t.MAP_MESSAGE:
+            body = decode_map(content) if content else {}
+        else:
+            body = content
         counter = dispatch.get("redeliveryCounter", 0)
         return Message(
             body=body,
@@ -412,6 +482,8 @@ class MessageConsumer:
         }))  # fmt: skip
 
     def close(self) -> None:
+        self._listening = False
+        self._buffer.put(None)
         self.session.connection._consumers.pop((self._cid["sessionId"], self._cid["value"]), None)
         # Prefetched messages after the last one the application saw are not redelivered.
         self.session.connection.transport.oneway(Structure(t.REMOVE_INFO, {

@@ -146,6 +146,8 @@ class Broker:
     async def process(self, connection_id: ConnectionId, command: Command) -> None:
         state = self._connections.get(connection_id)
         if state is None:
+            if isinstance(command, RemoveInfo) and isinstance(command.object_id, ConnectionId):
+                return  # closing a closed connection (ShutdownInfo after RemoveInfo) is fine
             raise BrokerError(f"connection {connection_id} is not open")
         match command:
             case SendMessage():

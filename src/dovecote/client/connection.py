@@ -406,7 +406,10 @@ class MessageConsumer:
 
         def run() -> None:
             while self._listening:
-                message = self._next(None)
+                try:
+                    message = self._next(None)
+                except JMSError:
+                    return  # the connection failed or closed: the listener ends with it
                 if message is None:
                     return
                 listener(message)

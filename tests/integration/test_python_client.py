@@ -222,3 +222,64 @@ def test_temporary_queue_request_reply(broker_url: str, name: str) -> None:
         reply = session.create_consumer(replies).receive(5)
         assert reply is not None and reply.body == "pong"
         assert reply.correlation_id == request.message_id
+
+
+def _acks_sent(conn: object) -> int:
+    return conn.transport.sent[22]  # type: ignore[attr-defined]  # MessageAck
+
+
+def test_optimize_acknowledge_batches_acks_on_the_wire(broker_url: str, name: str) -> None:
+    counts = {}
+    for optimize in (False, True):
+        flag = str(optimize).lower()
+        url = f"{broker_url}?jms.prefetchPolicy.queuePrefetch=10&jms.optimizeAcknowledge={flag}"
+        with ConnectionFactory(url).create_connection() as conn:
+            session = conn.create_session()
+            q = session.queue(f"{name}.{optimize}")
+            producer = session.create_producer(q)
+            for i in range(20):
+                producer.send(f"m{i}", persistent=False)
+            consumer = session.create_consumer(q)
+            before = _acks_sent(conn)
+            for _ in range(20):
+                assert consumer.receive(5) is not None
+            consumer.close()
+            counts[optimize] = _acks_sent(conn) - before
+    assert counts[False] == 20  # one standard ack per message
+    assert counts[True] <= 4  # one per 0.65 x prefetch (6 of 10), and the rest at close
+
+
+def test_redelivery_policy_exhaustion_sends_a_poison_ack_to_the_dlq(
+    broker_url: str, name: str
+) -> None:
+    url = (
+        f"{broker_url}?jms.redeliveryPolicy.maximumRedeliveries=2"
+        "&jms.redeliveryPolicy.initialRedeliveryDelay=0&jms.redeliveryPolicy.redeliveryDelay=0"
+    )
+    with ConnectionFactory(url).create_connection() as conn:
+        session = conn.create_session(transacted=True)
+        q = session.queue(name)
+        session.create_producer(q).send(Message("poison", properties={"test": name}))
+        session.commit()
+        consumer = session.create_consumer(q)
+        deliveries = 0
+        while consumer.receive(1) is not None:
+            deliveries += 1
+            session.rollback()
+        assert deliveries == 3  # the first delivery and 2 redeliveries
+        dlq = session.create_consumer(session.queue("ActiveMQ.DLQ"), selector=f"test = '{name}'")
+        dead = dlq.receive(5)
+        assert dead is not None and dead.body == "poison"
+        session.commit()
+
+
+def test_queue_browser_sees_without_consuming(broker_url: str, name: str) -> None:
+    with ConnectionFactory(broker_url).create_connection() as conn:
+        session = conn.create_session()
+        q = session.queue(name)
+        producer = session.create_producer(q)
+        for i in range(3):
+            producer.send(f"b{i}")
+        assert [m.body for m in session.browse(q)] == ["b0", "b1", "b2"]
+        consumer = session.create_consumer(q)
+        assert [consumer.receive(5).body for _ in range(3)] == ["b0", "b1", "b2"]  # type: ignore[union-attr]

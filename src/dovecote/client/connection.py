@@ -17,7 +17,7 @@ import itertools
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -41,6 +41,7 @@ from dovecote.protocol.openwire.primitives import (
     encode_text_body,
 )
 
+BROWSE_TIMEOUT_S = 30.0
 PULL_GRACE_S = 30.0
 """How long past its timeout a pull waits for the broker's answer before giving up."""
 
@@ -209,6 +210,20 @@ class Session:
                         prefetch: int | None = None) -> MessageConsumer:  # fmt: skip
         return MessageConsumer(self, next(self._consumer_ids), destination, selector, prefetch)
 
+    def browse(self, destination: Destination, selector: str | None = None) -> Iterator[Message]:
+        """A queue browser (SPEC C9): every message now on the queue, none consumed."""
+        prefetch = self.connection.options.prefetchPolicy.queueBrowserPrefetch
+        browser = MessageConsumer(self, next(self._consumer_ids), destination, selector,
+                                  prefetch, browser=True)  # fmt: skip
+        try:
+            while True:
+                dispatch = browser._buffer.get(timeout=BROWSE_TIMEOUT_S)
+                if dispatch is None or dispatch["message"] is None:
+                    return
+                yield browser._to_message(dispatch)
+        finally:
+            browser.close()
+
     # -- transactions ----------------------------------------------------------------------
 
     def _transaction_id(self) -> Structure | None:
@@ -244,8 +259,14 @@ class Session:
             self._tx = None
         with self._lock:
             delivered, self._delivered = self._delivered, []
+        policy = self.connection.options.redeliveryPolicy
         for consumer, dispatch in reversed(delivered):
-            consumer._redeliver_locally(dispatch)
+            counter = dispatch.get("redeliveryCounter", 0) + 1
+            if 0 <= policy.maximumRedeliveries < counter:
+                # Redelivery exhausted (R2): a poison ack sends it to the dead-letter queue.
+                consumer._ack([dispatch], 1, None)
+                continue
+            consumer._redeliver_locally(dispatch, policy.delay_ms(counter) / 1000)
 
     # -- acks ------------------------------------------------------------------------------
 
@@ -356,8 +377,15 @@ class MessageProducer:
 
 
 class MessageConsumer:
-    def __init__(self, session: Session, consumer_id: int, destination: Destination,
-                 selector: str | None, prefetch: int | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        session: Session,
+        consumer_id: int,
+        destination: Destination,
+        selector: str | None,
+        prefetch: int | None,
+        browser: bool = False,
+    ) -> None:
         self.session = session
         self.destination = destination
         policy = session.connection.options.prefetchPolicy
@@ -373,18 +401,30 @@ class MessageConsumer:
         self._buffer: queue.Queue[Structure | None] = queue.Queue()
         self._last_delivered = -1  # broker sequence of the last message the app received
         self._listening = False
+        self._resume_at = 0.0
+        self._unacked: list[Structure] = []  # optimizeAcknowledge / DUPS_OK batch
+        self._batch_started = 0.0
+        options = session.connection.options
+        if options.optimizeAcknowledge and self.prefetch > 0:
+            self._batch_limit = max(1, int(0.65 * self.prefetch))
+        elif destination.is_topic:
+            self._batch_limit = max(1, int(0.5 * self.prefetch))
+        else:
+            self._batch_limit = 1
         session.connection._consumers[(session.session_id, consumer_id)] = self
         session.connection.transport.request(Structure(t.CONSUMER_INFO, {
             "consumerId": self._cid, "destination": destination_structure(destination),
             "prefetchSize": self.prefetch, "selector": selector, "dispatchAsync": True,
-            "priority": 0,
+            "priority": 0, "browser": browser,
         }))  # fmt: skip
 
     def _dispatched(self, dispatch: Structure) -> None:
         self._buffer.put(dispatch)
 
-    def _redeliver_locally(self, dispatch: Structure) -> None:
+    def _redeliver_locally(self, dispatch: Structure, delay_s: float = 0.0) -> None:
         dispatch.fields["redeliveryCounter"] = dispatch.get("redeliveryCounter", 0) + 1
+        # The redelivery policy's delay: nothing is handed out before it has passed.
+        self._resume_at = max(self._resume_at, time.monotonic() + delay_s)
         with self._buffer.mutex:
             self._buffer.queue.appendleft(dispatch)
             self._buffer.not_empty.notify()
@@ -417,6 +457,11 @@ class MessageConsumer:
         threading.Thread(target=run, name="dovecote-listener", daemon=True).start()
 
     def _next(self, timeout: float | None) -> Message | None:
+        pause = self._resume_at - time.monotonic()
+        if pause > 0:
+            time.sleep(pause if timeout is None else min(pause, timeout))
+            if timeout is not None and pause > timeout:
+                return None
         if self.prefetch == 0:
             # Pull: the broker answers with the message or, when the timeout passes, an empty
             # dispatch; wait for that answer, not for a local clock (as the Java client does).
@@ -444,12 +489,38 @@ class MessageConsumer:
         message = self._to_message(dispatch)
         self._last_delivered = dispatch["message"]["messageId"].get("brokerSequenceId", -1)
         mode = self.session.ack_mode
-        if mode in (AckMode.AUTO_ACKNOWLEDGE, AckMode.DUPS_OK_ACKNOWLEDGE):
-            self._ack([dispatch], 2, None)
+        if mode is AckMode.AUTO_ACKNOWLEDGE or mode is AckMode.DUPS_OK_ACKNOWLEDGE:
+            self._auto_ack(dispatch, mode)
         else:
             with self.session._lock:
                 self.session._delivered.append((self, dispatch))
         return message
+
+    def _auto_ack(self, dispatch: Structure, mode: AckMode) -> None:
+        """One standard ack per message, or one per batch (SPEC C6): optimizeAcknowledge
+        batches 0.65 x prefetch (or what came within optimizeAcknowledgeTimeOut), DUPS_OK on
+        topics 0.5 x prefetch."""
+        options = self.session.connection.options
+        batching = (options.optimizeAcknowledge and self.prefetch > 0) or (
+            mode is AckMode.DUPS_OK_ACKNOWLEDGE and self.destination.is_topic
+        )
+        if not batching:
+            self._ack([dispatch], 2, None)
+            return
+        if not self._unacked:
+            self._batch_started = time.monotonic()
+        self._unacked.append(dispatch)
+        timed_out = (
+            options.optimizeAcknowledge
+            and time.monotonic() - self._batch_started >= options.optimizeAcknowledgeTimeOut / 1000
+        )
+        if len(self._unacked) >= self._batch_limit or timed_out:
+            self._flush_acks()
+
+    def _flush_acks(self) -> None:
+        if self._unacked:
+            batch, self._unacked = self._unacked, []
+            self._ack(batch, 2, None)
 
     def receive_no_wait(self) -> Message | None:
         return self.receive(0)
@@ -486,6 +557,7 @@ class MessageConsumer:
 
     def close(self) -> None:
         self._listening = False
+        self._flush_acks()
         self._buffer.put(None)
         self.session.connection._consumers.pop((self._cid["sessionId"], self._cid["value"]), None)
         # Prefetched messages after the last one the application saw are not redelivered.

@@ -11,6 +11,7 @@ import logging
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
 
@@ -82,6 +83,8 @@ class ClientTransport:
         self._last_read = self._last_write = time.monotonic()
         self.round_trips = 0
         """Requests that waited for a response (tests count them)."""
+        self.sent: Counter[int] = Counter()
+        """Commands sent, by OpenWire type (tests count acks on the wire)."""
 
     def connect(self) -> None:
         timeout = self.transport.connectionTimeout / 1000 or None
@@ -103,6 +106,7 @@ class ClientTransport:
     def _send(self, structure: Structure) -> None:
         if self._sock is None or self._closed.is_set():
             raise TransportClosedError("the connection is closed")
+        self.sent[structure.type] += 1
         data = self.marshaller.frame(structure)
         with self._write_lock:
             self._sock.sendall(data)

@@ -283,3 +283,39 @@ def test_queue_browser_sees_without_consuming(broker_url: str, name: str) -> Non
         assert [m.body for m in session.browse(q)] == ["b0", "b1", "b2"]
         consumer = session.create_consumer(q)
         assert [consumer.receive(5).body for _ in range(3)] == ["b0", "b1", "b2"]  # type: ignore[union-attr]
+
+
+def test_producer_window_is_refilled_by_producer_acks(broker_url: str, name: str) -> None:
+    url = f"{broker_url}?jms.producerWindowSize=4096&jms.useAsyncSend=true"
+    with ConnectionFactory(url).create_connection() as conn:
+        session = conn.create_session()
+        q = session.queue(name)
+        producer = session.create_producer(q)
+        for i in range(50):  # 50 x ~2 KiB through a 4 KiB window: only ProducerAcks let it on
+            producer.send("w" * 1000 + str(i))
+        assert conn.transport.round_trips < 10  # async: no Response per send
+        consumer = session.create_consumer(q)
+        assert all(consumer.receive(5) is not None for _ in range(50))
+
+
+def test_late_consumer_starved_at_prefetch_1000_and_fed_at_prefetch_1(
+    broker_url: str, name: str
+) -> None:
+    for prefetch, late_gets_some in ((1000, False), (1, True)):
+        q_name = f"{name}.{prefetch}"
+        url = f"{broker_url}?jms.prefetchPolicy.queuePrefetch={prefetch}"
+        with (
+            ConnectionFactory(url).create_connection() as first,
+            ConnectionFactory(url).create_connection() as second,
+        ):
+            s1 = first.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+            q = s1.queue(q_name)
+            producer = s1.create_producer(q)
+            for i in range(20):
+                producer.send(f"m{i}", persistent=False)
+            early = s1.create_consumer(q)
+            held = early.receive(5)  # its window now holds the backlog (or one message)
+            assert held is not None
+            late = second.create_session().create_consumer(q)
+            got = late.receive(1)
+            assert (got is not None) == late_gets_some

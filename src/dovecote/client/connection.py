@@ -42,6 +42,7 @@ from dovecote.protocol.openwire.primitives import (
 )
 
 BROWSE_TIMEOUT_S = 30.0
+WINDOW_WAIT_S = 60.0
 PULL_GRACE_S = 30.0
 """How long past its timeout a pull waits for the broker's answer before giving up."""
 
@@ -119,6 +120,8 @@ class Connection:
         self.client_id = self.options.clientID or self.connection_id
         self._consumers: dict[tuple[int, int], MessageConsumer] = {}
         self._session_ids = itertools.count(1)
+        self._producer_ids = itertools.count(1)
+        self._producers: dict[int, MessageProducer] = {}
         self._temp_ids = itertools.count(1)
         self.failure: Exception | None = None
         self.transport = ClientTransport(host, port, url.wire_format, url.transport,
@@ -141,6 +144,11 @@ class Connection:
         return Session(self, next(self._session_ids), transacted, ack_mode)
 
     def _on_command(self, s: Structure) -> None:
+        if s.type == t.PRODUCER_ACK:
+            producer = self._producers.get(s["producerId"]["value"]) if s["producerId"] else None
+            if producer is not None:
+                producer._acked(s.get("size", 0))
+            return
         if s.type == t.MESSAGE_DISPATCH:
             c = s["consumerId"]
             consumer = self._consumers.get((c["sessionId"], c["value"]))
@@ -204,7 +212,8 @@ class Session:
         return Destination(DestinationType.TOPIC, name)
 
     def create_producer(self, destination: Destination | None = None) -> MessageProducer:
-        return MessageProducer(self, next(self._producer_ids), destination)
+        # Producer ids are unique per connection, so ProducerAcks find their producer.
+        return MessageProducer(self, next(self.connection._producer_ids), destination)
 
     def create_consumer(self, destination: Destination, selector: str | None = None,
                         prefetch: int | None = None) -> MessageConsumer:  # fmt: skip
@@ -318,6 +327,10 @@ class MessageProducer:
         self.priority = 4
         self.time_to_live = 0
         self._seq = itertools.count(1)
+        self.window = session.connection.options.producerWindowSize
+        self._outstanding = 0
+        self._window_free = threading.Condition()
+        session.connection._producers[producer_id] = self
         self._pid = Structure(t.PRODUCER_ID, {
             "connectionId": session.connection.connection_id, "value": producer_id,
             "sessionId": session.session_id,
@@ -364,8 +377,22 @@ class MessageProducer:
         transport = self.session.connection.transport
         if self._sync(persistent):
             transport.request(structure)
-        else:
-            transport.oneway(structure)
+            return
+        if self.window > 0:
+            # The producer window (SPEC S3): async sends wait while the broker has not
+            # acknowledged (ProducerAck) window-size bytes of earlier ones.
+            size = 1024 + len(fields["content"] or b"") + len(fields["marshalledProperties"] or b"")
+            with self._window_free:
+                while self._outstanding and self._outstanding + size > self.window:
+                    if not self._window_free.wait(WINDOW_WAIT_S):
+                        raise JMSError("javax.jms.JMSException", "producer window never freed")
+                self._outstanding += size
+        transport.oneway(structure)
+
+    def _acked(self, size: int) -> None:
+        with self._window_free:
+            self._outstanding = max(0, self._outstanding - size)
+            self._window_free.notify_all()
 
     def _sync(self, persistent: bool) -> bool:
         """The seeds' rule (SPEC S1): async only with no send timeout, alwaysSyncSend off,

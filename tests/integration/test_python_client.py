@@ -3,6 +3,7 @@ dovecote and against a real ActiveMQ 5.17 (K3)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 from activemq import running_activemq
 from brokers import running_broker
 from dovecote.client import AckMode, ConnectionFactory, Message, OptionError, parse_broker_url
+from dovecote.client.aio import AsyncConnectionFactory
 
 
 @pytest.fixture(scope="module", params=["dovecote", "activemq"])
@@ -319,3 +321,16 @@ def test_late_consumer_starved_at_prefetch_1000_and_fed_at_prefetch_1(
             late = second.create_session().create_consumer(q)
             got = late.receive(1)
             assert (got is not None) == late_gets_some
+
+
+async def test_asyncio_api_over_the_same_engine(broker_url: str, name: str) -> None:
+    async with await AsyncConnectionFactory(broker_url).create_connection() as conn:
+        session = await conn.create_session()
+        q = session.queue(name)
+        consumer = await session.create_consumer(q)
+        # The receive waits without blocking the event loop: the send below runs meanwhile.
+        waiting = asyncio.create_task(consumer.receive(10))
+        producer = await session.create_producer(q)
+        await producer.send("async hello")
+        got = await waiting
+        assert got is not None and got.body == "async hello"

@@ -40,12 +40,14 @@ def _pump(stream: object, sink: list[str]) -> None:
 
 
 @contextmanager
-def running_broker(config_toml: str = "", workdir: Path | None = None) -> Iterator[BrokerProcess]:
+def running_broker(
+    config_toml: str = "", workdir: Path | None = None, openwire_port: int = 0
+) -> Iterator[BrokerProcess]:
     """Start ``dovecote broker`` on a free STOMP port; stop it (SIGTERM, then SIGKILL)."""
     with tempfile.TemporaryDirectory(prefix="dovecote-test-") as tmp:
         wd = workdir or Path(tmp)
         cmd = [sys.executable, "-m", "dovecote", "broker", "--stomp-port", "0",
-               "--openwire-port", "0"]  # fmt: skip
+               "--openwire-port", str(openwire_port)]  # fmt: skip
         if config_toml:
             cfg = wd / "dovecote.toml"
             cfg.write_text(config_toml)

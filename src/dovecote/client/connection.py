@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import itertools
 import queue
+import random
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
 from dovecote.client.options import ConnectionOptions, parse_broker_url
-from dovecote.client.transport import ClientTransport, JMSError
+from dovecote.client.transport import ClientTransport, JMSError, TransportClosedError
 from dovecote.core.destinations import Destination, DestinationType
 from dovecote.core.message import BodyType
 from dovecote.protocol.openwire import Structure
@@ -43,6 +45,8 @@ from dovecote.protocol.openwire.primitives import (
 
 BROWSE_TIMEOUT_S = 30.0
 WINDOW_WAIT_S = 60.0
+SEEN_LIMIT = 10_000
+"""How many delivered message ids each consumer remembers to suppress duplicates."""
 PULL_GRACE_S = 30.0
 """How long past its timeout a pull waits for the broker's answer before giving up."""
 
@@ -110,30 +114,122 @@ class ConnectionFactory:
 
 
 class Connection:
+    """One JMS connection. With a ``failover:`` URL it survives the loss of its broker (SPEC
+    K2): sends and requests wait while it reconnects with back-off across the URIs, then it
+    replays its connection, sessions, producers and consumers; prefetched messages the broker
+    will redeliver are dropped; an open transaction is in doubt and its commit fails with
+    TransactionRolledBackException; a message the application already saw under AUTO
+    acknowledgement is not handed to it again."""
+
     _ids = itertools.count(1)
 
     def __init__(self, factory: ConnectionFactory, user: str | None, password: str | None) -> None:
         url = factory.url
+        self.url = url
         self.options: ConnectionOptions = url.connection
-        _scheme, host, port = url.endpoints[0]
         self.connection_id = f"ID:dovecote-py-{id(self):x}-{next(self._ids)}"
         self.client_id = self.options.clientID or self.connection_id
+        self._user = user or self.options.userName
+        self._password = password or self.options.password
         self._consumers: dict[tuple[int, int], MessageConsumer] = {}
+        self._sessions: list[Session] = []
         self._session_ids = itertools.count(1)
         self._producer_ids = itertools.count(1)
         self._producers: dict[int, MessageProducer] = {}
         self._temp_ids = itertools.count(1)
         self.failure: Exception | None = None
-        self.transport = ClientTransport(host, port, url.wire_format, url.transport,
-                                         self._on_command, self._on_failure)  # fmt: skip
-        self.transport.connect()
-        self.transport.request(Structure(t.CONNECTION_INFO, {
-            "connectionId": Structure(t.CONNECTION_ID, {"value": self.connection_id}),
-            "clientId": self.client_id,
-            "userName": user or self.options.userName,
-            "password": password or self.options.password,
-        }))  # fmt: skip
         self.closed = False
+        self.reconnects = 0
+        self._connected = threading.Event()
+        self._reconnecting = threading.Lock()
+        self.transport = self._open_transport(url.endpoints[0])
+
+    def _open_transport(self, endpoint: tuple[str, str, int]) -> ClientTransport:
+        _scheme, host, port = endpoint
+        transport = ClientTransport(host, port, self.url.wire_format, self.url.transport,
+                                    self._on_command, self._on_failure)  # fmt: skip
+        transport.connect()
+        transport.request(Structure(t.CONNECTION_INFO, {
+            "connectionId": Structure(t.CONNECTION_ID, {"value": self.connection_id}),
+            "clientId": self.client_id, "userName": self._user, "password": self._password,
+            "failoverReconnect": self.reconnects > 0,
+        }))  # fmt: skip
+        self._connected.set()
+        return transport
+
+    # -- sending through whichever transport is current ------------------------------------
+
+    def request(self, structure: Structure, timeout: float | None = None) -> Structure:
+        while True:
+            try:
+                return self.transport.request(structure, timeout)
+            except TransportClosedError:
+                self._await_reconnect()
+
+    def oneway(self, structure: Structure) -> None:
+        while True:
+            try:
+                self.transport.oneway(structure)
+                return
+            except (TransportClosedError, OSError):
+                self._await_reconnect()
+
+    def _await_reconnect(self) -> None:
+        if self.url.failover is None or self.closed:
+            raise TransportClosedError(str(self.failure or "the connection is closed"))
+        timeout = self.url.failover.timeout
+        if not self._connected.wait(timeout / 1000 if timeout > 0 else None):
+            raise TransportClosedError("failover timed out waiting for a broker")
+        if self.closed:
+            raise TransportClosedError("the connection is closed")
+
+    # -- failover --------------------------------------------------------------------------
+
+    def _reconnect(self) -> None:
+        failover = self.url.failover
+        assert failover is not None
+        delay = failover.initialReconnectDelay / 1000
+        attempts = 0
+        while not self.closed:
+            endpoints = list(self.url.endpoints)
+            if failover.randomize:
+                random.shuffle(endpoints)
+            for endpoint in endpoints:
+                try:
+                    transport = self._open_transport(endpoint)
+                except (OSError, JMSError):
+                    continue
+                self.transport = transport
+                self.reconnects += 1
+                self.failure = None
+                self._replay_state()
+                return
+            attempts += 1
+            if 0 <= failover.maxReconnectAttempts <= attempts:
+                self.closed = True
+                self._connected.set()  # wake the waiters: they will find it closed
+                self._wake_consumers()
+                return
+            time.sleep(delay)
+            if failover.useExponentialBackOff:
+                delay = min(delay * failover.backOffMultiplier, failover.maxReconnectDelay / 1000)
+
+    def _replay_state(self) -> None:
+        transport = self.transport
+        for session in self._sessions:
+            transport.oneway(Structure(t.SESSION_INFO, {"sessionId": session._sid()}))
+            session._connection_lost()
+        for producer in self._producers.values():
+            transport.request(producer._info())
+        for consumer in list(self._consumers.values()):
+            consumer._drop_prefetched()
+            transport.request(consumer._info())
+
+    def _wake_consumers(self) -> None:
+        for consumer in list(self._consumers.values()):
+            consumer._buffer.put(None)
+
+    # -- from the transport ----------------------------------------------------------------
 
     def start(self) -> None:
         """Dispatch is always on; kept for the JMS shape."""
@@ -141,7 +237,9 @@ class Connection:
     def create_session(
         self, transacted: bool = False, ack_mode: AckMode = AckMode.AUTO_ACKNOWLEDGE
     ) -> Session:
-        return Session(self, next(self._session_ids), transacted, ack_mode)
+        session = Session(self, next(self._session_ids), transacted, ack_mode)
+        self._sessions.append(session)
+        return session
 
     def _on_command(self, s: Structure) -> None:
         if s.type == t.PRODUCER_ACK:
@@ -157,13 +255,25 @@ class Connection:
 
     def _on_failure(self, exc: Exception) -> None:
         self.failure = exc
-        for consumer in list(self._consumers.values()):
-            consumer._buffer.put(None)
+        if self.url.failover is not None and not self.closed:
+            if self._reconnecting.acquire(blocking=False):
+                self._connected.clear()
+
+                def run() -> None:
+                    try:
+                        self._reconnect()
+                    finally:
+                        self._reconnecting.release()
+
+                threading.Thread(target=run, name="dovecote-failover", daemon=True).start()
+            return
+        self._wake_consumers()
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
+        self._connected.set()
         try:
             self.transport.request(Structure(t.REMOVE_INFO, {
                 "objectId": Structure(t.CONNECTION_ID, {"value": self.connection_id}),
@@ -174,6 +284,7 @@ class Connection:
             pass
         finally:
             self.transport.close()
+            self._wake_consumers()
 
     def __enter__(self) -> Connection:
         return self
@@ -197,7 +308,8 @@ class Session:
         self._delivered: list[tuple[MessageConsumer, Structure]] = []
         self._lock = threading.Lock()
         self.has_listener = False
-        connection.transport.oneway(Structure(t.SESSION_INFO, {"sessionId": self._sid()}))
+        self._in_doubt = False
+        connection.oneway(Structure(t.SESSION_INFO, {"sessionId": self._sid()}))
 
     def _sid(self) -> Structure:
         return Structure(t.SESSION_ID, {"connectionId": self.connection.connection_id,
@@ -243,7 +355,7 @@ class Session:
             self._tx = Structure(t.LOCAL_TRANSACTION_ID, {
                 "value": next(self._tx_ids), "connectionId": connection_id,
             })  # fmt: skip
-            self.connection.transport.oneway(self._tx_info(0))
+            self.connection.oneway(self._tx_info(0))
         return self._tx
 
     def _tx_info(self, kind: int) -> Structure:
@@ -252,19 +364,32 @@ class Session:
             "transactionId": self._tx, "type": kind,
         })  # fmt: skip
 
+    def _connection_lost(self) -> None:
+        """Failover replayed this session: an open transaction died with the old broker."""
+        if self._tx is not None:
+            self._tx = None
+            self._in_doubt = True
+
     def commit(self) -> None:
         if not self.transacted:
             raise JMSError("javax.jms.IllegalStateException", "not a transacted session")
+        if self._in_doubt:
+            self._in_doubt = False
+            self.rollback()
+            raise JMSError(
+                "javax.jms.TransactionRolledBackException",
+                "the transaction was in doubt after a failover and has been rolled back",
+            )
         self._transaction_id()
         self._ack_delivered(2)
-        self.connection.transport.request(self._tx_info(2))
+        self.connection.request(self._tx_info(2))
         self._tx = None
 
     def rollback(self) -> None:
         if not self.transacted:
             raise JMSError("javax.jms.IllegalStateException", "not a transacted session")
         if self._tx is not None:
-            self.connection.transport.request(self._tx_info(4))
+            self.connection.request(self._tx_info(4))
             self._tx = None
         with self._lock:
             delivered, self._delivered = self._delivered, []
@@ -297,7 +422,7 @@ class Session:
         """A queue that lives as long as the connection (D1)."""
         name = f"{self.connection.connection_id}:{next(self.connection._temp_ids)}"
         destination = Destination(DestinationType.TEMP_QUEUE, name)
-        self.connection.transport.request(Structure(t.DESTINATION_INFO, {
+        self.connection.request(Structure(t.DESTINATION_INFO, {
             "connectionId": Structure(t.CONNECTION_ID, {"value": self.connection.connection_id}),
             "destination": destination_structure(destination), "operationType": 0,
         }))  # fmt: skip
@@ -335,10 +460,14 @@ class MessageProducer:
             "connectionId": session.connection.connection_id, "value": producer_id,
             "sessionId": session.session_id,
         })  # fmt: skip
-        session.connection.transport.request(Structure(t.PRODUCER_INFO, {
-            "producerId": self._pid, "destination": destination_structure(destination),
-            "windowSize": session.connection.options.producerWindowSize,
-        }))  # fmt: skip
+        self.destination_structure = destination_structure(destination)
+        session.connection.request(self._info())
+
+    def _info(self) -> Structure:
+        return Structure(t.PRODUCER_INFO, {
+            "producerId": self._pid, "destination": self.destination_structure,
+            "windowSize": self.window,
+        })  # fmt: skip
 
     def send(self, message: Message | str | bytes, destination: Destination | None = None,
              persistent: bool | None = None, priority: int | None = None,
@@ -374,9 +503,9 @@ class MessageProducer:
         }  # fmt: skip
         structure = Structure(code, fields)
         message.message_id = message_id
-        transport = self.session.connection.transport
+        connection = self.session.connection
         if self._sync(persistent):
-            transport.request(structure)
+            connection.request(structure)
             return
         if self.window > 0:
             # The producer window (SPEC S3): async sends wait while the broker has not
@@ -387,7 +516,7 @@ class MessageProducer:
                     if not self._window_free.wait(WINDOW_WAIT_S):
                         raise JMSError("javax.jms.JMSException", "producer window never freed")
                 self._outstanding += size
-        transport.oneway(structure)
+        connection.oneway(structure)
 
     def _acked(self, size: int) -> None:
         with self._window_free:
@@ -439,11 +568,23 @@ class MessageConsumer:
         else:
             self._batch_limit = 1
         session.connection._consumers[(session.session_id, consumer_id)] = self
-        session.connection.transport.request(Structure(t.CONSUMER_INFO, {
-            "consumerId": self._cid, "destination": destination_structure(destination),
-            "prefetchSize": self.prefetch, "selector": selector, "dispatchAsync": True,
-            "priority": 0, "browser": browser,
-        }))  # fmt: skip
+        self._selector = selector
+        self._browser = browser
+        self._seen: OrderedDict[str, None] = OrderedDict()  # ids the application received
+        session.connection.request(self._info())
+
+    def _info(self) -> Structure:
+        return Structure(t.CONSUMER_INFO, {
+            "consumerId": self._cid, "destination": destination_structure(self.destination),
+            "prefetchSize": self.prefetch, "selector": self._selector, "dispatchAsync": True,
+            "priority": 0, "browser": self._browser,
+        })  # fmt: skip
+
+    def _drop_prefetched(self) -> None:
+        """After a failover the new broker dispatches again what was only prefetched."""
+        with self._buffer.mutex:
+            self._buffer.queue.clear()
+        self._unacked.clear()
 
     def _dispatched(self, dispatch: Structure) -> None:
         self._buffer.put(dispatch)
@@ -492,7 +633,7 @@ class MessageConsumer:
         if self.prefetch == 0:
             # Pull: the broker answers with the message or, when the timeout passes, an empty
             # dispatch; wait for that answer, not for a local clock (as the Java client does).
-            self.session.connection.transport.oneway(Structure(t.MESSAGE_PULL, {
+            self.session.connection.oneway(Structure(t.MESSAGE_PULL, {
                 "consumerId": self._cid, "destination": destination_structure(self.destination),
                 "timeout": -1 if timeout == 0 else int((timeout or 0) * 1000),
             }))  # fmt: skip
@@ -514,8 +655,17 @@ class MessageConsumer:
                 raise JMSError("javax.jms.JMSException", str(self.session.connection.failure))
             return None
         message = self._to_message(dispatch)
-        self._last_delivered = dispatch["message"]["messageId"].get("brokerSequenceId", -1)
         mode = self.session.ack_mode
+        if message.message_id in self._seen and mode is AckMode.AUTO_ACKNOWLEDGE:
+            # Seen and acked before a failover: ack it again for the broker, hide it from the
+            # application (duplicate suppression, SPEC C7/K2).
+            self._ack([dispatch], 2, None)
+            return self._next(timeout)
+        if message.message_id is not None:
+            self._seen[message.message_id] = None
+            if len(self._seen) > SEEN_LIMIT:
+                self._seen.popitem(last=False)
+        self._last_delivered = dispatch["message"]["messageId"].get("brokerSequenceId", -1)
         if mode is AckMode.AUTO_ACKNOWLEDGE or mode is AckMode.DUPS_OK_ACKNOWLEDGE:
             self._auto_ack(dispatch, mode)
         else:
@@ -576,7 +726,7 @@ class MessageConsumer:
 
     def _ack(self, dispatches: list[Structure], ack_type: int, tx: Structure | None) -> None:
         ids = [d["message"]["messageId"] for d in dispatches]
-        self.session.connection.transport.oneway(Structure(t.MESSAGE_ACK, {
+        self.session.connection.oneway(Structure(t.MESSAGE_ACK, {
             "destination": destination_structure(self.destination), "transactionId": tx,
             "consumerId": self._cid, "ackType": ack_type, "firstMessageId": ids[0],
             "lastMessageId": ids[-1], "messageCount": len(ids),
@@ -588,7 +738,7 @@ class MessageConsumer:
         self._buffer.put(None)
         self.session.connection._consumers.pop((self._cid["sessionId"], self._cid["value"]), None)
         # Prefetched messages after the last one the application saw are not redelivered.
-        self.session.connection.transport.oneway(Structure(t.REMOVE_INFO, {
+        self.session.connection.oneway(Structure(t.REMOVE_INFO, {
             "objectId": self._cid, "lastDeliveredSequenceId": self._last_delivered,
         }))  # fmt: skip
 

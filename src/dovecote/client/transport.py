@@ -195,10 +195,10 @@ class ClientTransport:
 
     def _fail(self, exc: Exception) -> None:
         self.close()
-        for future in list(self._pending.values()):
+        self.on_failure(exc)  # first, so a failover connection is reconnecting before...
+        for future in list(self._pending.values()):  # ...the waiting requests retry
             if not future.done():
                 future.set_exception(TransportClosedError(str(exc)))
-        self.on_failure(exc)
 
     def close(self) -> None:
         if self._closed.is_set():

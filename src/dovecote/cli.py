@@ -6,14 +6,19 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
-from dovecote import __version__
+from dovecote import __version__, tools
 from dovecote.app import BrokerApp
+from dovecote.client import JMSError, OptionError
 from dovecote.config import ConfigError, load_config
+from dovecote.core.errors import DovecoteError
+
+T = TypeVar("T")
 
 app = typer.Typer(
     help="dovecote: an ActiveMQ-Classic-compatible message broker.",
@@ -100,6 +105,62 @@ async def _serve(broker_app: BrokerApp) -> None:
         await stop.wait()
     finally:
         await broker_app.stop()
+
+
+URL_OPTION = typer.Option("--url", "-u", help="Broker URL (dovecote or ActiveMQ).")
+
+
+@app.command()
+def produce(
+    destination: Annotated[str, typer.Argument(help="queue://NAME, topic://NAME or NAME.")],
+    url: Annotated[str, URL_OPTION] = "tcp://127.0.0.1:61616",
+    count: Annotated[int, typer.Option(help="Messages to send.")] = 1000,
+    size: Annotated[int, typer.Option(help="Body size in bytes.")] = 1024,
+    persistent: Annotated[bool, typer.Option(help="Persistent messages.")] = True,
+) -> None:
+    """Send COUNT text messages of SIZE bytes."""
+    typer.echo(_tool(tools.produce, url, destination, count, size, persistent))
+
+
+@app.command()
+def consume(
+    destination: Annotated[str, typer.Argument(help="queue://NAME, topic://NAME or NAME.")],
+    url: Annotated[str, URL_OPTION] = "tcp://127.0.0.1:61616",
+    count: Annotated[int, typer.Option(help="Stop after this many messages.")] = 1000,
+    timeout: Annotated[float, typer.Option(help="Stop after this many idle seconds.")] = 10.0,
+) -> None:
+    """Receive up to COUNT messages."""
+    typer.echo(_tool(tools.consume, url, destination, count, timeout))
+
+
+@app.command()
+def browse(
+    destination: Annotated[str, typer.Argument(help="queue://NAME or NAME.")],
+    url: Annotated[str, URL_OPTION] = "tcp://127.0.0.1:61616",
+    limit: Annotated[int, typer.Option(help="Messages to print.")] = 20,
+) -> None:
+    """Show the messages on a queue without consuming them."""
+    lines, summary = _tool(tools.browse, url, destination, limit)
+    for line in lines:
+        typer.echo(line)
+    typer.echo(summary)
+
+
+@app.command()
+def purge(
+    destination: Annotated[str, typer.Argument(help="queue://NAME or NAME.")],
+    url: Annotated[str, URL_OPTION] = "tcp://127.0.0.1:61616",
+) -> None:
+    """Remove every message from a queue."""
+    typer.echo(_tool(tools.purge, url, destination))
+
+
+def _tool(fn: Callable[..., T], *args: object) -> T:
+    try:
+        return fn(*args)
+    except (OptionError, DovecoteError, JMSError, OSError) as exc:
+        typer.echo(f"dovecote: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 def main() -> None:

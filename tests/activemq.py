@@ -51,13 +51,16 @@ def _accepts(port: int) -> bool:
 
 
 @contextmanager
-def running_activemq() -> Iterator[ActiveMQ]:
-    base = Path(tempfile.mkdtemp(prefix="dovecote-amq-"))
+def running_activemq(base: Path | None = None, openwire_port: int = 0) -> Iterator[ActiveMQ]:
+    """Start ActiveMQ; with ``base`` (kept afterwards) and a fixed port a test can kill it
+    and start it again on the same store."""
+    keep = base is not None
+    base = base or Path(tempfile.mkdtemp(prefix="dovecote-amq-"))
     try:
         for item in PACKAGED_CONF.iterdir():
             shutil.copy(item, base / item.name)
-        (base / "data").mkdir()
-        openwire, stomp = _free_port(), _free_port()
+        (base / "data").mkdir(exist_ok=True)
+        openwire, stomp = openwire_port or _free_port(), _free_port()
         conf = base / "activemq.xml"
         xml = conf.read_text().replace(
             '<transportConnector name="openwire" uri="tcp://127.0.0.1:61616"/>',
@@ -98,4 +101,5 @@ def running_activemq() -> Iterator[ActiveMQ]:
                 proc.kill()
                 proc.wait()
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import signal
 import socket
+import subprocess
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from activemq import running_activemq
 from brokers import running_broker
 from dovecote.client import ConnectionFactory, JMSError, Message
 
@@ -21,19 +26,31 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@contextmanager
+def broker_on(kind: str, workdir: Path, port: int) -> Iterator[subprocess.Popen[Any]]:
+    """dovecote or ActiveMQ on a fixed port and a store that outlives it."""
+    if kind == "dovecote":
+        with running_broker(workdir=workdir, openwire_port=port) as broker:
+            yield broker.process
+    else:
+        with running_activemq(base=workdir, openwire_port=port) as amq:
+            yield amq.process
+
+
 def failover_url(port: int) -> str:
     return (
         f"failover:(tcp://127.0.0.1:{port})?randomize=false&initialReconnectDelay=50"
-        "&maxReconnectDelay=500&timeout=30000"
+        "&maxReconnectDelay=500&timeout=90000"
     )
 
 
+@pytest.mark.parametrize("kind", ["dovecote", "activemq"])
 def test_failover_across_a_killed_broker_loses_nothing_and_duplicates_nothing(
-    tmp_path: Path,
+    tmp_path: Path, kind: str
 ) -> None:
     port = free_port()
     total = 300
-    with running_broker(workdir=tmp_path, openwire_port=port) as first:
+    with broker_on(kind, tmp_path, port) as first:
         conn = ConnectionFactory(failover_url(port)).create_connection()
         session = conn.create_session()
         q = session.queue("failover.orders")
@@ -57,12 +74,15 @@ def test_failover_across_a_killed_broker_loses_nothing_and_duplicates_nothing(
             message = consumer.receive(10)
             assert message is not None
             received.append(message.properties["n"])
-        first.process.send_signal(signal.SIGKILL)
-        first.process.wait()
-        with running_broker(workdir=tmp_path, openwire_port=port):
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        with broker_on(kind, tmp_path, port):
             while len(set(received)) < total:
                 message = consumer.receive(30)
-                assert message is not None, f"stalled at {len(received)} of {total}"
+                assert message is not None, (
+                    f"stalled at {len(received)} of {total}: sent {len(sent)}, "
+                    f"reconnects {conn.reconnects}, failure {conn.failure}, errors {errors}"
+                )
                 received.append(message.properties["n"])
             thread.join(30)
             assert errors == []
@@ -71,17 +91,20 @@ def test_failover_across_a_killed_broker_loses_nothing_and_duplicates_nothing(
             conn.close()
 
 
-def test_a_transaction_open_at_failover_is_rolled_back_with_an_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["dovecote", "activemq"])
+def test_a_transaction_open_at_failover_is_rolled_back_with_an_error(
+    tmp_path: Path, kind: str
+) -> None:
     port = free_port()
-    with running_broker(workdir=tmp_path, openwire_port=port) as first:
+    with broker_on(kind, tmp_path, port) as first:
         conn = ConnectionFactory(failover_url(port)).create_connection()
         session = conn.create_session(transacted=True)
         q = session.queue("failover.tx")
         producer = session.create_producer(q)
         producer.send("in doubt")
-        first.process.send_signal(signal.SIGKILL)
-        first.process.wait()
-        with running_broker(workdir=tmp_path, openwire_port=port):
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        with broker_on(kind, tmp_path, port):
             producer.send("after")  # waits for the reconnect, then goes on
             with pytest.raises(JMSError, match="TransactionRolledBackException"):
                 session.commit()

@@ -138,11 +138,14 @@ class Connection:
         self._producers: dict[int, MessageProducer] = {}
         self._temp_ids = itertools.count(1)
         self.failure: Exception | None = None
+        self.async_error: JMSError | None = None
+        """The last asynchronous command the broker refused (a ConnectionError)."""
         self.closed = False
         self.reconnects = 0
         self._connected = threading.Event()
         self._reconnecting = threading.Lock()
         self.transport = self._open_transport(url.endpoints[0])
+        self._connected.set()
 
     def _open_transport(self, endpoint: tuple[str, str, int]) -> ClientTransport:
         _scheme, host, port = endpoint
@@ -154,7 +157,6 @@ class Connection:
             "clientId": self.client_id, "userName": self._user, "password": self._password,
             "failoverReconnect": self.reconnects > 0,
         }))  # fmt: skip
-        self._connected.set()
         return transport
 
     # -- sending through whichever transport is current ------------------------------------
@@ -202,7 +204,12 @@ class Connection:
                 self.transport = transport
                 self.reconnects += 1
                 self.failure = None
-                self._replay_state()
+                try:
+                    self._replay_state()
+                except (OSError, JMSError):
+                    continue  # lost again while replaying: try the next broker
+                # Only now may waiting sends go on: producers and consumers exist again.
+                self._connected.set()
                 return
             attempts += 1
             if 0 <= failover.maxReconnectAttempts <= attempts:
@@ -254,6 +261,10 @@ class Connection:
                 consumer._dispatched(s)
 
     def _on_failure(self, exc: Exception) -> None:
+        if isinstance(exc, JMSError):
+            # A ConnectionError: an asynchronous command failed; the connection is fine.
+            self.async_error = exc
+            return
         self.failure = exc
         if self.url.failover is not None and not self.closed:
             if self._reconnecting.acquire(blocking=False):

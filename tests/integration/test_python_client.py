@@ -7,12 +7,20 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from activemq import running_activemq
 from brokers import running_broker
-from dovecote.client import AckMode, ConnectionFactory, Message, OptionError, parse_broker_url
+from dovecote.client import (
+    AckMode,
+    ConnectionFactory,
+    JMSError,
+    Message,
+    OptionError,
+    parse_broker_url,
+)
 from dovecote.client.aio import AsyncConnectionFactory
 
 
@@ -334,3 +342,32 @@ async def test_asyncio_api_over_the_same_engine(broker_url: str, name: str) -> N
         await producer.send("async hello")
         got = await waiting
         assert got is not None and got.body == "async hello"
+
+
+def test_stream_and_object_messages(broker_url: str, name: str) -> None:
+    with ConnectionFactory(broker_url).create_connection() as conn:
+        session = conn.create_session()
+        q = session.queue(name)
+        producer = session.create_producer(q)
+        producer.send(Message(["a", 3, True, b"\x01"]))
+        serialized = b"\xac\xed\x00\x05t\x00\x02hi"  # a Java-serialized String "hi"
+        producer.send(Message(serialized, object_body=True))
+        consumer = session.create_consumer(q)
+        stream = consumer.receive(5)
+        assert stream is not None and stream.body == ["a", 3, True, b"\x01"]
+        obj = consumer.receive(5)
+        # Object bodies stay opaque bytes: never deserialized by the client.
+        assert obj is not None and obj.object_body and obj.body == serialized
+
+
+def test_send_timeout_fails_a_send_the_broker_holds_back(tmp_path: Path) -> None:
+    config = "[usage]\nmemory_limit = 65536\n"
+    with running_broker(config, workdir=tmp_path) as broker:
+        # The held send also holds the close: a short closeTimeout keeps the test quick.
+        url = f"tcp://127.0.0.1:{broker.openwire_port}?jms.sendTimeout=500&jms.closeTimeout=500"
+        with ConnectionFactory(url).create_connection() as conn:
+            session = conn.create_session()
+            producer = session.create_producer(session.queue("full"))
+            with pytest.raises(JMSError, match="sendTimeout"):
+                for _ in range(200):  # flow control holds a send once 64 KiB are queued
+                    producer.send("x" * 2048, persistent=True)

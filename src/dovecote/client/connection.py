@@ -38,8 +38,10 @@ from dovecote.protocol.openwire.converter import (
 )
 from dovecote.protocol.openwire.primitives import (
     decode_map,
+    decode_stream_body,
     decode_text_body,
     encode_map,
+    encode_stream_body,
     encode_text_body,
 )
 
@@ -63,7 +65,12 @@ class AckMode(IntEnum):
 class Message:
     """A received or to-be-sent message. ``body`` is text for text messages, bytes else."""
 
-    body: str | bytes | dict[str, Any] = b""
+    body: str | bytes | dict[str, Any] | list[Any] = b""
+    """str: a TextMessage; bytes: a BytesMessage (an ObjectMessage's serialized bytes when
+    ``object_body``); dict: a MapMessage; list: a StreamMessage."""
+    object_body: bool = False
+    """The bytes are a serialized Java object. They are passed on, never deserialized here:
+    object bodies stay opaque unless the application trusts and decodes them (SPEC K1)."""
     properties: dict[str, Any] = field(default_factory=dict)
     correlation_id: str | None = None
     type: str | None = None
@@ -82,8 +89,8 @@ class Message:
 
     @property
     def text(self) -> str:
-        if isinstance(self.body, dict):
-            raise TypeError("a map message has no text")
+        if isinstance(self.body, dict | list):
+            raise TypeError("a map or stream message has no text")
         return self.body if isinstance(self.body, str) else self.body.decode("utf-8")
 
     def acknowledge(self) -> None:
@@ -97,12 +104,25 @@ class Message:
             self._session.acknowledge()
 
 
-def _content(body: str | bytes | dict[str, Any]) -> bytes | None:
+def _content(body: str | bytes | dict[str, Any] | list[Any]) -> bytes | None:
     if isinstance(body, str):
         return encode_text_body(body)
     if isinstance(body, dict):
         return encode_map(body) if body else None
+    if isinstance(body, list):
+        return encode_stream_body(body) if body else None
     return body or None
+
+
+def _message_type(message: Message) -> int:
+    body = message.body
+    if isinstance(body, str):
+        return t.TEXT_MESSAGE
+    if isinstance(body, dict):
+        return t.MAP_MESSAGE
+    if isinstance(body, list):
+        return t.STREAM_MESSAGE
+    return t.OBJECT_MESSAGE if message.object_body else t.BYTES_MESSAGE
 
 
 class ConnectionFactory:
@@ -495,11 +515,7 @@ class MessageProducer:
         pid = self._pid
         message_id = f"{pid['connectionId']}:{pid['sessionId']}:{pid['value']}:{seq}"
         body = message.body
-        code = (
-            t.TEXT_MESSAGE
-            if isinstance(body, str)
-            else (t.MAP_MESSAGE if isinstance(body, dict) else t.BYTES_MESSAGE)
-        )
+        code = _message_type(message)
         fields: dict[str, Any] = {
             "producerId": pid, "destination": destination_structure(target),
             "transactionId": self.session._transaction_id(),
@@ -516,7 +532,14 @@ class MessageProducer:
         message.message_id = message_id
         connection = self.session.connection
         if self._sync(persistent):
-            connection.request(structure)
+            send_timeout = connection.options.sendTimeout
+            try:
+                connection.request(structure, send_timeout / 1000 if send_timeout > 0 else None)
+            except TimeoutError:
+                raise JMSError(
+                    "org.apache.activemq.RequestTimedOutIOException",
+                    f"no answer to the send within sendTimeout={send_timeout} ms",
+                ) from None
             return
         if self.window > 0:
             # The producer window (SPEC S3): async sends wait while the broker has not
@@ -716,16 +739,19 @@ class MessageConsumer:
     def _to_message(self, dispatch: Structure) -> Message:
         m = dispatch["message"]
         content = m["content"] or b""
-        body: str | bytes | dict[str, Any]
+        body: str | bytes | dict[str, Any] | list[Any]
         if m.type == t.TEXT_MESSAGE:
             body = decode_text_body(content) if content else ""
         elif m.type == t.MAP_MESSAGE:
             body = decode_map(content) if content else {}
+        elif m.type == t.STREAM_MESSAGE:
+            body = decode_stream_body(content) if content else []
         else:
             body = content
         counter = dispatch.get("redeliveryCounter", 0)
         return Message(
             body=body,
+            object_body=m.type == t.OBJECT_MESSAGE,
             properties=decode_map(m["marshalledProperties"]) if m["marshalledProperties"] else {},
             correlation_id=m["correlationId"], type=m["type"],
             reply_to=destination_of(m["replyTo"]), priority=m.get("priority", 4),

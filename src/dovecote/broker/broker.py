@@ -51,6 +51,7 @@ from dovecote.core.commands import (
 from dovecote.core.destinations import Destination, destination_matches, topic
 from dovecote.core.errors import (
     BrokerError,
+    InvalidClientIdError,
     InvalidDestinationError,
     ResourceLimitError,
     UnknownSubscriptionError,
@@ -121,7 +122,7 @@ class Broker:
             raise BrokerError(f"connection {info.connection_id} already exists")
         client_id = info.client_id or str(info.connection_id)
         if client_id in self._client_ids:
-            raise BrokerError(f"client id {client_id!r} is already connected")
+            raise InvalidClientIdError(f"client id {client_id!r} is already connected")
         state = ConnectionState(info, sink, client_id)
         self._connections[info.connection_id] = state
         self._client_ids[client_id] = info.connection_id

@@ -53,6 +53,10 @@ class BrokerError(DovecoteError):
     """The broker refused an operation (unknown id, bad state, a limit reached)."""
 
 
+class InvalidClientIdError(BrokerError):
+    """A connection asked for a client id another connection holds."""
+
+
 class UnknownSubscriptionError(BrokerError):
     """An ack, nack or unsubscribe named a subscription that does not exist."""
 

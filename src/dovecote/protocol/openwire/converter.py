@@ -40,6 +40,7 @@ from dovecote.core.commands import (
 from dovecote.core.destinations import Destination, DestinationType
 from dovecote.core.errors import (
     DovecoteError,
+    InvalidClientIdError,
     InvalidDestinationError,
     InvalidSelectorError,
     RemoteProtocolError,
@@ -90,6 +91,7 @@ _EXCEPTIONS: Final[tuple[tuple[type[DovecoteError], str], ...]] = (
     (InvalidSelectorError, "javax.jms.InvalidSelectorException"),
     (SecurityError, "javax.jms.JMSSecurityException"),
     (ResourceLimitError, "javax.jms.ResourceAllocationException"),
+    (InvalidClientIdError, "javax.jms.InvalidClientIDException"),
 )
 
 
@@ -415,8 +417,6 @@ class OpenWireConverter:
         for kind, name in _EXCEPTIONS:
             if isinstance(error, kind):
                 class_name = name
-        if "client id" in str(error) and "already connected" in str(error):
-            class_name = "javax.jms.InvalidClientIDException"
         throwable = Throwable(class_name, str(error) or type(error).__name__)
         if request is not None and request["responseRequired"]:
             return Structure(t.EXCEPTION_RESPONSE, {"commandId": next(self._command_ids),

@@ -95,6 +95,8 @@ BAD_INPUT = [
     ("1.1", b"SEND\nk:\\r is 1.2 only\n\n\x00", "escape"),
     ("1.2", b"SEND\ncontent-length:abc\n\n\x00", "content-length"),
     ("1.2", b"SEND\ncontent-length:-1\n\n\x00", "content-length"),
+    ("1.2", "SEND\ncontent-length:\u00b2\n\n\x00".encode(), "content-length"),
+    ("1.2", b"SEND\ncontent-length:" + b"9" * 5000 + b"\n\n\x00", "content-length"),
     ("1.2", b"SEND\ncontent-length:2\n\nabc\x00", "NUL"),
     ("1.2", b"SEND\nk:\xff\xfe\n\n\x00", "UTF-8"),
     ("1.2", b"\xc3(\n\n\x00", "UTF-8"),

@@ -457,7 +457,11 @@ class StompConverter:
         if message.original_destination is not None:
             yield "original-destination", self.stomp_destination(message.original_destination)
         for key, value in message.properties.items():
-            yield key, _property_text(value)
+            text = _property_text(value)
+            if self.version == "1.0" and ("\n" in text or "\n" in key):
+                # STOMP 1.0 cannot escape a line feed (say, from an OpenWire property).
+                key, text = key.replace("\n", " "), text.replace("\n", " ")
+            yield key, text
 
     def error_frame(self, error: DovecoteError, frame: Frame | None) -> Frame:
         text = str(error) or type(error).__name__

@@ -243,9 +243,10 @@ class FrameParser:
 
 
 def _content_length(text: str) -> int:
-    text = text.strip()
-    if not text.isdigit():
-        raise RemoteProtocolError(f"invalid content-length {text!r}")
+    text = text.strip(" \t")
+    # ASCII digits only ("²".isdigit() is true), and no more of them than a size can have.
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
+        raise RemoteProtocolError(f"invalid content-length {text[:40]!r}")
     return int(text)
 
 

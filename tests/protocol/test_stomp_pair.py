@@ -11,7 +11,7 @@ from dovecote.broker.broker import Broker
 from dovecote.broker.policy import BrokerSettings
 from dovecote.core.errors import DovecoteError, RemoteProtocolError, UnknownSubscriptionError
 from dovecote.core.ids import ConnectionId
-from dovecote.protocol.stomp import Frame
+from dovecote.protocol.stomp import Frame, encode_frame
 from dovecote.protocol.stomp.converter import StompConverter
 from dovecote.store.memory import MemoryPersistenceAdapter
 
@@ -142,3 +142,15 @@ async def test_temp_queue_names_are_private_to_the_connection(broker: Broker) ->
     await worker.frame("SEND", b"a", destination=reply_to)
     (reply,) = owner.messages()
     assert reply.get("destination") == "/temp-queue/r"
+
+
+async def test_stomp_1_0_message_headers_carry_no_raw_line_feed(broker: Broker) -> None:
+    """A property with a line feed (an OpenWire producer may set one) cannot be escaped in
+    STOMP 1.0: it reaches a 1.0 subscriber with the line feed turned into a space."""
+    client = await connected(broker, "c", version="1.0")
+    await client.frame("SUBSCRIBE", destination="/queue/lf", id="1")
+    other = await connected(broker, "p", version="1.2")
+    await other.frame("SEND", b"x", destination="/queue/lf", note="two\nlines")
+    (message,) = client.messages()
+    assert message.get("note") == "two lines"
+    assert b"two\nlines" not in encode_frame(message, "1.0")

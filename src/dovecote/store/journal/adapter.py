@@ -244,8 +244,8 @@ class JournalPersistenceAdapter:
     def checkpoint(self) -> None:
         """Delete dead data files, oldest first (see FORMAT.md for why in order)."""
         files, index = self._files, self._index
-        if files is None or index is None:
-            return
+        if files is None or index is None or len(files.file_ids) < 2:
+            return  # only the file being written: nothing could be removed (the usual case)
         counts = index.live_counts()
         for file_id in list(files.file_ids):
             if file_id == files.current_id or counts.get(file_id, 0) > 0:

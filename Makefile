@@ -5,7 +5,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 UV_VERSION := 0.13.9
 
-.PHONY: install system-deps run test lint typecheck clean
+.PHONY: install system-deps run test lint typecheck bench clean
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -41,14 +41,19 @@ run: install
 	$(VENV)/bin/dovecote broker
 
 lint: install
-	$(VENV)/bin/ruff check src tests
-	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
 
 typecheck: install
 	$(VENV)/bin/mypy
 
 test: install system-deps lint typecheck
 	$(VENV)/bin/pytest
+
+# dovecote and ActiveMQ 5.17 side by side (short form, a few minutes); the Markdown table goes
+# to bench/RESULTS.md. `$(VENV)/bin/python bench/harness.py --full` runs the issue's sizes.
+bench: install system-deps
+	$(VENV)/bin/python bench/harness.py --out bench/RESULTS.md
 
 clean:
 	rm -rf $(TOOLS) $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -24,11 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from brokers import running_broker  # noqa: E402
-from postgres import postgres_server  # noqa: E402
-from stomplink import Link  # noqa: E402
-
-from dovecote.protocol.stomp import Frame  # noqa: E402
+from brokers import running_broker
+from dovecote.protocol.stomp import Frame
+from postgres import postgres_server
+from stomplink import Link
 
 BODY = b"x" * 1024
 

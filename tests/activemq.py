@@ -42,7 +42,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _accepts(port: int) -> bool:
+def accepts(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
             return True
@@ -67,11 +67,12 @@ def running_activemq(base: Path | None = None, openwire_port: int = 0) -> Iterat
             f'<transportConnector name="openwire" uri="tcp://127.0.0.1:{openwire}"/>\n'
             f'<transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp}"/>',
         )
-        # Priority-ordered queues, as dovecote always dispatches them (SPEC C8), and the
-        # small memory limit the producer-window scenario relies on.
+        # Priority-ordered queues, as dovecote always dispatches them (SPEC C8), the
+        # small memory limit the producer-window scenario relies on, and the statistics
+        # plugin `dovecote dstat` asks (dovecote always has it).
         xml = xml.replace(
             "<persistenceAdapter>",
-            "<destinationPolicy><policyMap><policyEntries>"
+            "<plugins><statisticsBrokerPlugin/></plugins>\n<destinationPolicy><policyMap><policyEntries>"
             '<policyEntry queue="*.window" memoryLimit="64kb" producerFlowControl="true">'
             "<pendingQueuePolicy><vmQueueCursor/></pendingQueuePolicy></policyEntry>"
             '<policyEntry queue=">" prioritizedMessages="true"/>'
@@ -87,7 +88,7 @@ def running_activemq(base: Path | None = None, openwire_port: int = 0) -> Iterat
         )  # fmt: skip
         try:
             deadline = time.monotonic() + READY_TIMEOUT_S
-            while not _accepts(openwire):
+            while not accepts(openwire):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     log = (base / "out.log").read_text(errors="replace")[-3000:]
                     raise RuntimeError(f"ActiveMQ did not start:\n{log}")

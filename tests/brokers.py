@@ -25,6 +25,7 @@ class BrokerProcess:
     workdir: Path
     log_lines: list[str]
     auto_port: int = 0
+    console_port: int = 0
 
     @property
     def stomp_address(self) -> tuple[str, int]:
@@ -47,7 +48,7 @@ def running_broker(
     with tempfile.TemporaryDirectory(prefix="dovecote-test-") as tmp:
         wd = workdir or Path(tmp)
         cmd = [sys.executable, "-m", "dovecote", "broker", "--stomp-port", "0",
-               "--openwire-port", str(openwire_port)]  # fmt: skip
+               "--openwire-port", str(openwire_port), "--console-port", "0"]  # fmt: skip
         if config_toml:
             cfg = wd / "dovecote.toml"
             cfg.write_text(config_toml)
@@ -68,6 +69,7 @@ def running_broker(
             threading.Thread(target=_pump, args=(proc.stdout, log_lines), daemon=True).start()
             broker = BrokerProcess(proc, ports["stomp"], ports.get("openwire", 0), wd, log_lines)
             broker.auto_port = ports.get("auto", 0)
+            broker.console_port = ports.get("console", 0)
             yield broker
         finally:
             if proc.poll() is None:

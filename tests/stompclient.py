@@ -144,6 +144,12 @@ class Client:
         self.conn.abort(rid, headers={"receipt": rid})
         self.wait_receipt(rid)
 
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         # The broker may already have closed the socket (after an ERROR frame) before
         # stomp.py noticed: a failed DISCONNECT is then expected, not a test failure.

@@ -15,6 +15,7 @@ from dovecote.store.sql.journaled import JournaledSqlPersistenceAdapter
 from dovecote.transport.auto import AutoListenerSettings, AutoServer
 from dovecote.transport.openwire import OpenWireListenerSettings, OpenWireServer
 from dovecote.transport.stomp import StompListenerSettings, StompServer
+from dovecote.web.admin import AdminServer
 
 log = logging.getLogger("dovecote")
 
@@ -91,6 +92,10 @@ class BrokerApp:
                 openwire_settings(config),
             )
 
+        self.console: AdminServer | None = None
+        if config.console.enabled:
+            self.console = AdminServer(self.broker, config.console.host, config.console.port)
+
     async def start(self) -> None:
         await self.broker.start()
         if self.stomp is not None:
@@ -99,10 +104,14 @@ class BrokerApp:
             await self.openwire.start()
         if self.auto is not None:
             await self.auto.start()
+        if self.console is not None:
+            await self.console.start()
         kind = self.config.store.kind if self.config.broker.persistent else "memory"
         log.info("broker %r started (store: %s)", self.config.broker.name, kind)
 
     async def stop(self) -> None:
+        if self.console is not None:
+            await self.console.stop()
         if self.auto is not None:
             await self.auto.stop()
         if self.openwire is not None:

@@ -54,6 +54,9 @@ def broker(
     openwire_port: Annotated[
         int | None, typer.Option(help="Override the OpenWire port (0 picks a free one).")
     ] = None,
+    console_port: Annotated[
+        int | None, typer.Option(help="Override the admin/console port (0 picks a free one).")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Run the broker in the foreground until Ctrl-C or SIGTERM."""
@@ -72,6 +75,10 @@ def broker(
     if openwire_port is not None:
         cfg = cfg.model_copy(
             update={"openwire": cfg.openwire.model_copy(update={"port": openwire_port})}
+        )
+    if console_port is not None:
+        cfg = cfg.model_copy(
+            update={"console": cfg.console.model_copy(update={"port": console_port})}
         )
     try:
         import uvloop
@@ -100,6 +107,8 @@ async def _serve(broker_app: BrokerApp) -> None:
         listeners.append(f"openwire={broker_app.config.openwire.host}:{broker_app.openwire.port}")
     if broker_app.auto is not None:
         listeners.append(f"auto={broker_app.config.auto.host}:{broker_app.auto.port}")
+    if broker_app.console is not None:
+        listeners.append(f"console={broker_app.config.console.host}:{broker_app.console.port}")
     print("dovecote ready: " + " ".join(listeners), flush=True)
     try:
         await stop.wait()
@@ -146,13 +155,33 @@ def browse(
     typer.echo(summary)
 
 
+ADMIN_OPTION = typer.Option(
+    "--admin", "-a", help="dovecote's admin API, e.g. http://127.0.0.1:8161 (else over --url)."
+)
+
+
 @app.command()
 def purge(
     destination: Annotated[str, typer.Argument(help="queue://NAME or NAME.")],
     url: Annotated[str, URL_OPTION] = "tcp://127.0.0.1:61616",
+    admin: Annotated[str | None, ADMIN_OPTION] = None,
 ) -> None:
     """Remove every message from a queue."""
-    typer.echo(_tool(tools.purge, url, destination))
+    typer.echo(_tool(tools.purge, url, destination, admin))
+
+
+@app.command()
+def dstat(
+    kind: Annotated[str, typer.Argument(help="all, queue or topic.")] = "all",
+    url: Annotated[str, URL_OPTION] = "tcp://127.0.0.1:61616",
+    admin: Annotated[str | None, ADMIN_OPTION] = None,
+    interval: Annotated[
+        float, typer.Option(help="Seconds between two samples, to show rates (0: one sample).")
+    ] = 0.0,
+) -> None:
+    """Destination statistics: sizes, producers, consumers, enqueues, dequeues."""
+    for line in _tool(tools.dstat, url, admin, kind, interval):
+        typer.echo(line)
 
 
 def _tool(fn: Callable[..., T], *args: object) -> T:

@@ -114,6 +114,14 @@ class AutoSection(_Section):
     port: int = Field(61608, ge=0, le=65535)
 
 
+class ConsoleSection(_Section):
+    """The admin API and Prometheus metrics over HTTP (ActiveMQ's web console port)."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(8161, ge=0, le=65535)
+
+
 class DeadLetterSection(_Section):
     shared_queue: str = "ActiveMQ.DLQ"
     queue_prefix: str = "DLQ."
@@ -183,6 +191,7 @@ class Config(_Section):
     stomp: StompSection = StompSection()
     openwire: OpenWireSection = OpenWireSection()
     auto: AutoSection = AutoSection()
+    console: ConsoleSection = ConsoleSection()
     policy: PolicySection = PolicySection()
     usage: UsageSection = UsageSection()
 

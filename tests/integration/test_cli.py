@@ -3,11 +3,13 @@ and a clean stop on SIGTERM and Ctrl-C."""
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from brokers import running_broker
@@ -74,6 +76,8 @@ def test_embedded_defaults_listen_on_61613_and_sigterm_stops_cleanly(tmp_path: P
         assert proc.stdout is not None
         assert proc.stdout.readline().startswith("dovecote ready: stomp=127.0.0.1:61613")
         assert _stomp_connect(61613).startswith(b"CONNECTED")
+        with urllib.request.urlopen("http://127.0.0.1:8161/api/broker", timeout=10) as answer:
+            assert json.loads(answer.read())["brokerName"] == "localhost"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
         assert "stopped" in (proc.stderr.read() if proc.stderr else "")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -232,6 +233,48 @@ def test_temporary_queue_request_reply(broker_url: str, name: str) -> None:
         reply = session.create_consumer(replies).receive(5)
         assert reply is not None and reply.body == "pong"
         assert reply.correlation_id == request.message_id
+
+
+def _until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_advisories_tell_which_temporary_destinations_exist(broker_url: str) -> None:
+    """watchTopicAdvisories (default on): another connection learns of a temporary queue and
+    topic from the advisories, and once they are deleted it refuses to use them."""
+    with (
+        ConnectionFactory(broker_url).create_connection() as owner,
+        ConnectionFactory(broker_url).create_connection() as other,
+        ConnectionFactory(
+            broker_url + "?jms.watchTopicAdvisories=false"
+        ).create_connection() as blind,
+    ):
+        owner_session = owner.create_session()
+        temp_queue = owner_session.create_temporary_queue()
+        temp_topic = owner_session.create_temporary_topic()
+        watcher = other.temp_watcher
+        assert watcher is not None and blind.temp_watcher is None
+        assert _until(lambda: {temp_queue, temp_topic} <= watcher.active)
+        session = other.create_session()
+        session.create_producer(temp_queue).send(Message("to the owner"), persistent=False)
+        got = owner_session.create_consumer(temp_queue).receive(5)
+        assert got is not None and got.body == "to the owner"
+        owner_session.delete_temporary(temp_topic)
+        assert _until(lambda: temp_topic not in watcher.active)
+        with pytest.raises(JMSError) as refused:
+            session.create_consumer(temp_topic)
+        assert refused.value.class_name == "javax.jms.InvalidDestinationException"
+        owner.close()
+        assert _until(lambda: temp_queue not in watcher.active)
+        with pytest.raises(JMSError, match="has been deleted"):
+            session.create_producer().send(Message("late"), temp_queue, persistent=False)
+        # Without advisories the client cannot know; the (async) send goes to the broker.
+        blind.create_session().create_producer().send(Message("x"), temp_queue, persistent=False)
 
 
 def _acks_sent(conn: object) -> int:

@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import count
 
+from dovecote.broker import stats
 from dovecote.broker.connection import (
     ConnectionState,
     ConsumerRecord,
@@ -90,6 +91,7 @@ class Broker:
         self._sweeper: asyncio.Task[None] | None = None
         self._advisory_producer = f"{self.ids.next_name()}:0:0"
         self._advisory_seq = count(1)
+        self.statistics_producer = f"{self.ids.next_name()}:0:0"
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -128,6 +130,9 @@ class Broker:
         self._client_ids[client_id] = info.connection_id
         return state
 
+    def connections(self) -> Iterator[ConnectionState]:
+        return iter(self._connections.values())
+
     async def remove_connection(self, connection_id: ConnectionId) -> None:
         """Close a connection and all it owns; safe to call for an unknown connection."""
         state = self._connections.pop(connection_id, None)
@@ -159,8 +164,8 @@ class Broker:
                 await self._pull(command)
             case ConsumerInfo():
                 await self._add_consumer(state, command)
-            case ProducerInfo(producer_id=producer_id):
-                state.producers.add(producer_id)
+            case ProducerInfo(producer_id=producer_id, destination=destination):
+                state.producers[producer_id] = destination
             case SessionInfo(session_id=session_id):
                 state.sessions.add(session_id)
             case TransactionInfo():
@@ -186,12 +191,14 @@ class Broker:
             case ConsumerId():
                 await self._remove_consumer(state, object_id, last_delivered)
             case ProducerId():
-                state.producers.discard(object_id)
+                state.producers.pop(object_id, None)
             case SessionId():
                 state.sessions.discard(object_id)
                 for consumer_id in [c for c in state.consumers if c.session_id == object_id]:
                     await self._remove_consumer(state, consumer_id)
-                state.producers = {p for p in state.producers if p.session_id != object_id}
+                state.producers = {
+                    p: d for p, d in state.producers.items() if p.session_id != object_id
+                }
             case ConnectionId():
                 await self.remove_connection(object_id)
 
@@ -264,12 +271,30 @@ class Broker:
         message = command.message
         for destination in message.destination.components():
             self._check_usable(destination)
+        if message.reply_to is not None and message.destination.name.startswith(
+            stats.STATISTICS_PREFIX
+        ):
+            await self.regions.route(stats.statistics_replies(self, message))
+            return
         if command.transaction_id is not None:
             self._transaction_of(state, command).sends.append(message)
             return
         if command.flow_control:
             await self.regions.admit(message)
         await self.regions.route([message])
+
+    async def publish(self, message: Message) -> None:
+        """Send on the broker's own behalf (the admin API), under producer flow control."""
+        await self.regions.admit(message)
+        await self.regions.route([message])
+
+    async def delete_destination(self, destination: Destination) -> bool:
+        """Remove a destination with its messages and subscriptions; False if unknown."""
+        known = destination in self.regions.queues or destination in self.regions.topic_subs
+        known = known or destination in self.regions.topic_stats
+        self.regions.topic_stats.pop(destination, None)
+        await self._remove_destination(destination)
+        return known
 
     async def wait_for_room(self, message: Message) -> None:
         """Return once the usages ``message`` weighs on have room (to release a held-back

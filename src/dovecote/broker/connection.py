@@ -45,6 +45,7 @@ class ConnectionState:
     client_id: str
     sessions: set[SessionId] = field(default_factory=set)
     consumers: set[ConsumerId] = field(default_factory=set)
-    producers: set[ProducerId] = field(default_factory=set)
+    producers: dict[ProducerId, Destination | None] = field(default_factory=dict)
+    """Each producer and the destination it was created for (None: anonymous)."""
     temp_destinations: set[Destination] = field(default_factory=set)
     transactions: dict[TransactionId, LocalTransaction] = field(default_factory=dict)

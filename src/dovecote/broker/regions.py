@@ -18,7 +18,7 @@ from itertools import count
 from dovecote.broker.connection import Origin
 from dovecote.broker.consumer import Dispatched, Entry, release_all
 from dovecote.broker.policy import BrokerSettings
-from dovecote.broker.queue import Queue
+from dovecote.broker.queue import Queue, QueueStats
 from dovecote.broker.topic import TopicSubscription
 from dovecote.broker.usage import SystemUsage, TempStore, Usage
 from dovecote.core.destinations import Destination, destination_matches
@@ -64,6 +64,8 @@ class Regions:
         self.topic_subs: dict[Destination, list[TopicSubscription]] = {}
         self.wildcard_subs: list[TopicSubscription] = []
         self.durables: dict[tuple[str, str], TopicSubscription] = {}
+        self.topic_stats: dict[Destination, QueueStats] = {}
+        """Counters per topic (queues keep their own); a topic exists once sent to."""
         self._topic_seq = count(1)
 
     def load(self, recovered: RecoveredState) -> None:
@@ -87,6 +89,12 @@ class Regions:
         if queue is None:
             queue = self.queues[destination] = Queue(destination)
         return queue
+
+    def topic_counters(self, destination: Destination) -> QueueStats:
+        stats = self.topic_stats.get(destination)
+        if stats is None:
+            stats = self.topic_stats[destination] = QueueStats()
+        return stats
 
     def topic_subscriptions(self, destination: Destination) -> list[TopicSubscription]:
         """The subscriptions a message sent to ``destination`` reaches."""
@@ -178,6 +186,7 @@ class Regions:
                         ops.append(AddMessage(message))
                     continue
                 subs = [s for s in self.topic_subscriptions(destination) if s.matches(message)]
+                self.topic_counters(destination).enqueued += 1
                 to_topics.append((message, subs))
                 if message.persistent:
                     ops.extend(self._durable_topic_ops(message, subs))
@@ -236,6 +245,11 @@ class Regions:
         if done.settled:
             if isinstance(origin, Queue):
                 origin.stats.dequeued += len(done.settled)
+            else:
+                for entry in done.settled:
+                    stats = self.topic_counters(entry.message.destination)
+                    stats.dispatched += 1
+                    stats.dequeued += 1
             release_all(done.settled)
             ops = self.consume_ops(origin, done.settled)
             if ops:

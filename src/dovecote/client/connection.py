@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dovecote.client.options import ConnectionOptions, parse_broker_url
 from dovecote.client.transport import ClientTransport, JMSError, TransportClosedError
@@ -36,6 +36,9 @@ from dovecote.protocol.openwire.converter import (
     message_id_structure,
     message_id_text,
 )
+
+if TYPE_CHECKING:
+    from dovecote.client.advisories import TempDestinationWatcher
 from dovecote.protocol.openwire.primitives import (
     decode_map,
     decode_stream_body,
@@ -166,6 +169,16 @@ class Connection:
         self._reconnecting = threading.Lock()
         self.transport = self._open_transport(url.endpoints[0])
         self._connected.set()
+        self.temp_watcher: TempDestinationWatcher | None = None
+        if self.options.watchTopicAdvisories:
+            from dovecote.client.advisories import TempDestinationWatcher
+
+            self.temp_watcher = TempDestinationWatcher(self)
+
+    def check_usable(self, destination: Destination, verb: str) -> None:
+        """Refuse a temporary destination the advisories say was deleted."""
+        if self.temp_watcher is not None:
+            self.temp_watcher.check(destination, verb)
 
     def _open_transport(self, endpoint: tuple[str, str, int]) -> ClientTransport:
         _scheme, host, port = endpoint
@@ -360,6 +373,7 @@ class Session:
 
     def create_consumer(self, destination: Destination, selector: str | None = None,
                         prefetch: int | None = None) -> MessageConsumer:  # fmt: skip
+        self.connection.check_usable(destination, "consume from")
         return MessageConsumer(self, next(self._consumer_ids), destination, selector, prefetch)
 
     def browse(self, destination: Destination, selector: str | None = None) -> Iterator[Message]:
@@ -453,11 +467,29 @@ class Session:
         """A queue that lives as long as the connection (D1)."""
         name = f"{self.connection.connection_id}:{next(self.connection._temp_ids)}"
         destination = Destination(DestinationType.TEMP_QUEUE, name)
+        self._temp_destination(destination, 0)
+        return destination
+
+    def create_temporary_topic(self) -> Destination:
+        """A topic that lives as long as the connection (D1)."""
+        name = f"{self.connection.connection_id}:{next(self.connection._temp_ids)}"
+        destination = Destination(DestinationType.TEMP_TOPIC, name)
+        self._temp_destination(destination, 0)
+        return destination
+
+    def delete_temporary(self, destination: Destination) -> None:
+        """TemporaryQueue.delete(): the broker removes it and tells every connection."""
+        self._temp_destination(destination, 1)
+
+    def _temp_destination(self, destination: Destination, operation: int) -> None:
         self.connection.request(Structure(t.DESTINATION_INFO, {
             "connectionId": Structure(t.CONNECTION_ID, {"value": self.connection.connection_id}),
-            "destination": destination_structure(destination), "operationType": 0,
+            "destination": destination_structure(destination), "operationType": operation,
         }))  # fmt: skip
-        return destination
+        # Our own advisory may still be on its way: know our own destinations at once.
+        watcher = self.connection.temp_watcher
+        if watcher is not None:
+            (watcher.active.add if operation == 0 else watcher.active.discard)(destination)
 
     def _ack_delivered(self, ack_type: int) -> None:
         with self._lock:
@@ -508,6 +540,7 @@ class MessageProducer:
         target = destination or self.destination
         if target is None:
             raise JMSError("javax.jms.InvalidDestinationException", "no destination to send to")
+        self.session.connection.check_usable(target, "send to")
         persistent = self.delivery_persistent if persistent is None else persistent
         ttl = self.time_to_live if time_to_live is None else time_to_live
         now = int(time.time() * 1000)

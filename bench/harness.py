@@ -1,0 +1,502 @@
+"""dovecote and ActiveMQ 5.17 side by side: the same workloads against each in one run, one
+Markdown table with the ratio dovecote/ActiveMQ on every row (issue 7).
+
+    .venv/bin/python bench/harness.py [--full] [--out bench/RESULTS.md] [--only NAME ...]
+
+``make bench`` runs the short form (a few minutes); ``--full`` uses the issue's sizes (a 100k
+backlog, 1M messages for recovery). Both brokers run on loopback with equivalent stores:
+dovecote's journal and ActiveMQ's KahaDB, both syncing to disk before confirming a persistent
+send. The load comes from bench/loadgen.py (separate processes, raw pipelined STOMP) and, for
+the OpenWire rows, ActiveMQ's own producer and consumer tools (a JVM each, for both brokers).
+
+For every ratio, higher is better for dovecote: throughput ratios are dovecote/ActiveMQ,
+latency, CPU, memory and time ratios are ActiveMQ/dovecote. The broker's CPU seconds and RSS
+come from /proc for the broker process itself (the JVM for ActiveMQ).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the test fixtures that start both brokers
+sys.path.insert(0, str(ROOT / "bench"))
+
+import loadgen  # noqa: E402
+
+from activemq import HOME as AMQ_HOME  # noqa: E402
+from activemq import accepts, running_activemq  # noqa: E402
+from brokers import running_broker  # noqa: E402
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+DOVECOTE_CONFIG = """
+[broker]
+name = "bench"
+[store]
+kind = "journal"
+enable_journal_disk_syncs = true
+"""
+
+
+# -- the broker under test -------------------------------------------------------------------
+
+
+@dataclass
+class Broker:
+    kind: str
+    pid: int
+    stomp_port: int
+    openwire_port: int
+    start_s: float
+    idle_rss_kib: int = 0
+
+    def cpu_s(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def status(self, key: str) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+        return 0
+
+    def rss_kib(self) -> int:
+        return self.status("VmRSS")
+
+
+@contextmanager
+def started(kind: str, workdir: Path, openwire_port: int = 0) -> Iterator[Broker]:
+    """Start one broker on its store under ``workdir``; the start time runs from spawn to
+    the OpenWire port accepting."""
+    t0 = time.monotonic()
+    if kind == "dovecote":
+        with running_broker(DOVECOTE_CONFIG, workdir, openwire_port) as proc:
+            while not accepts(proc.openwire_port):
+                time.sleep(0.01)
+            broker = Broker(
+                kind, proc.process.pid, proc.stomp_port, proc.openwire_port, time.monotonic() - t0
+            )
+            yield _settle(broker)
+    else:
+        with running_activemq(workdir, openwire_port) as amq:
+            broker = Broker(
+                kind, amq.process.pid, amq.stomp_port, amq.openwire_port, time.monotonic() - t0
+            )
+            yield _settle(broker)
+
+
+def _settle(broker: Broker) -> Broker:
+    """Idle RSS: after start-up has finished allocating (a JVM keeps going for a moment)."""
+    time.sleep(1.0)
+    broker.idle_rss_kib = broker.rss_kib()
+    return broker
+
+
+# -- workloads --------------------------------------------------------------------------------
+
+
+@dataclass
+class Measure:
+    messages: int = 0
+    seconds: float = 0.0
+    latencies_ns: list[int] = field(default_factory=list)
+    cpu_s: float = 0.0
+    peak_rss_kib: int = 0
+    note: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+    def percentile(self, q: float) -> float | None:
+        if not self.latencies_ns:
+            return None
+        ordered = sorted(self.latencies_ns)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e6
+
+
+@dataclass
+class Workload:
+    name: str
+    run: Callable[[Broker, Sizes], Measure]
+    fresh_broker: bool = False
+
+
+@dataclass
+class Sizes:
+    np_messages: int
+    backlog: int
+    sync_messages: int
+    async_messages: int
+    tx_messages: int
+    fanout_messages: int
+    large_messages: int
+    openwire_messages: int
+    recovery_messages: int
+
+
+SHORT = Sizes(20_000, 20_000, 2_000, 10_000, 10_000, 5_000, 500, 20_000, 20_000)
+FULL = Sizes(100_000, 100_000, 10_000, 50_000, 50_000, 20_000, 2_000, 100_000, 1_000_000)
+
+_pool: ProcessPoolExecutor | None = None
+
+
+def pool() -> ProcessPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ProcessPoolExecutor(max_workers=16, mp_context=mp.get_context("fork"))
+    return _pool
+
+
+def _queue_name(tag: str) -> str:
+    return f"bench.{tag}.{time.monotonic_ns()}"
+
+
+def traffic(
+    broker: Broker,
+    destination: str,
+    producers: int,
+    consumers: int,
+    per_producer: int,
+    size: int = 1024,
+    persistent: bool = False,
+    sync: bool = False,
+    tx_batch: int = 0,
+    topic_fanout: bool = False,
+) -> Measure:
+    """Producers and consumers at once; throughput from the first send to the last receipt
+    of the last consumer; latency from the consumers (or the receipts when sync)."""
+    manager = mp.Manager()
+    start = manager.Barrier(producers + 1)
+    total = producers * per_producer
+    # A queue's consumers share the messages; a topic's each get all of them.
+    each = total if topic_fanout else total // consumers
+    readies = [manager.Event() for _ in range(consumers)]
+    cons: list[Future[loadgen.ConsumerResult]] = [
+        pool().submit(loadgen.consume, broker.stomp_port, [destination], each, ready)
+        for ready in readies
+    ]
+    for ready in readies:
+        ready.wait(60)
+    prods = [
+        pool().submit(
+            loadgen.produce,
+            broker.stomp_port,
+            destination,
+            per_producer,
+            size,
+            persistent,
+            sync,
+            tx_batch,
+            start,
+        )
+        for _ in range(producers)
+    ]
+    cpu0 = broker.cpu_s()
+    start.wait()
+    t0 = time.monotonic()
+    p_results = [f.result(timeout=1800) for f in prods]
+    c_results = [f.result(timeout=1800) for f in cons]
+    received = sum(c.received for c in c_results)
+    finished = max(c.finished for c in c_results)
+    measure = Measure(
+        messages=total,
+        seconds=finished - t0,
+        cpu_s=broker.cpu_s() - cpu0,
+        peak_rss_kib=broker.status("VmHWM"),
+    )
+    expected = each * consumers
+    if received < expected:
+        measure.note = f"only {received} of {expected} received"
+    if sync or tx_batch:
+        measure.latencies_ns = [x for p in p_results for x in p.latencies_ns]
+    else:
+        measure.latencies_ns = [x for c in c_results for x in c.latencies_ns]
+    manager.shutdown()
+    return measure
+
+
+def np_1_1(b: Broker, s: Sizes) -> Measure:
+    return traffic(b, f"/queue/{_queue_name('np11')}", 1, 1, s.np_messages)
+
+
+def np_4_4(b: Broker, s: Sizes) -> Measure:
+    return traffic(b, f"/queue/{_queue_name('np44')}", 4, 4, s.np_messages // 4)
+
+
+def backlog_drain(b: Broker, s: Sizes) -> Measure:
+    """Fill a queue first (persistent, async), then time only the drain."""
+    name = f"/queue/{_queue_name('backlog')}"
+    dummy = mp.Manager()
+    barrier = dummy.Barrier(1)
+    pool().submit(
+        loadgen.produce, b.stomp_port, name, s.backlog, 1024, True, False, 0, barrier
+    ).result(timeout=1800)
+    dummy.shutdown()
+    ready = mp.Manager().Event()
+    cpu0 = b.cpu_s()
+    t0 = time.monotonic()
+    result = pool().submit(loadgen.consume, b.stomp_port, [name], s.backlog, ready).result(1800)
+    m = Measure(
+        result.received,
+        result.finished - t0,
+        result.latencies_ns[:0],
+        b.cpu_s() - cpu0,
+        b.status("VmHWM"),
+    )
+    if result.received < s.backlog:
+        m.note = f"only {result.received} drained"
+    return m
+
+
+def sync_1(b: Broker, s: Sizes) -> Measure:
+    return traffic(
+        b, f"/queue/{_queue_name('sync1')}", 1, 1, s.sync_messages, persistent=True, sync=True
+    )
+
+
+def sync_8(b: Broker, s: Sizes) -> Measure:
+    return traffic(
+        b, f"/queue/{_queue_name('sync8')}", 8, 1, s.sync_messages // 8, persistent=True, sync=True
+    )
+
+
+def persistent_async(b: Broker, s: Sizes) -> Measure:
+    return traffic(b, f"/queue/{_queue_name('async')}", 1, 1, s.async_messages, persistent=True)
+
+
+def transacted_100(b: Broker, s: Sizes) -> Measure:
+    return traffic(
+        b, f"/queue/{_queue_name('tx')}", 1, 1, s.tx_messages, persistent=True, tx_batch=100
+    )
+
+
+def fanout_1_8(b: Broker, s: Sizes) -> Measure:
+    m = traffic(b, f"/topic/{_queue_name('fan')}", 1, 8, s.fanout_messages, topic_fanout=True)
+    m.messages *= 8  # deliveries
+    return m
+
+
+def large_100k(b: Broker, s: Sizes) -> Measure:
+    return traffic(
+        b,
+        f"/queue/{_queue_name('large')}",
+        1,
+        1,
+        s.large_messages,
+        size=100 * 1024,
+        persistent=True,
+    )
+
+
+def openwire_tools(b: Broker, s: Sizes) -> Measure:
+    """ActiveMQ's producer and consumer tools (OpenWire, the Java client), non-persistent,
+    started together; timed from spawn to the consumer's exit, JVM start included for both
+    brokers alike."""
+    name = f"queue://{_queue_name('ow')}"
+    url = f"tcp://127.0.0.1:{b.openwire_port}"
+    log4j = Path(tempfile.mkdtemp()) / "log4j.properties"
+    log4j.write_text(
+        "log4j.rootLogger=WARN, o\nlog4j.appender.o=org.apache.log4j.ConsoleAppender\n"
+        "log4j.appender.o.layout=org.apache.log4j.PatternLayout\n"
+    )
+    base = [
+        "java",
+        f"-Dlog4j.configuration=file:{log4j}",
+        f"-Dactivemq.home={AMQ_HOME}",
+        "-jar",
+        str(AMQ_HOME / "bin" / "activemq.jar"),
+    ]
+    common = ["--brokerUrl", url, "--destination", name, "--messageCount", str(s.openwire_messages)]
+    cpu0 = b.cpu_s()
+    t0 = time.monotonic()
+    consumer = subprocess.Popen(
+        [*base, "consumer", *common], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    producer = subprocess.Popen(
+        [*base, "producer", *common, "--messageSize", "1024", "--persistent", "false"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    producer.wait(timeout=1800)
+    consumer.wait(timeout=1800)
+    m = Measure(s.openwire_messages, time.monotonic() - t0, [], b.cpu_s() - cpu0, b.status("VmHWM"))
+    if consumer.returncode or producer.returncode:
+        m.note = f"tool exit codes {producer.returncode}/{consumer.returncode}"
+    return m
+
+
+WORKLOADS = [
+    Workload("non-persistent queue 1→1", np_1_1),
+    Workload("non-persistent queue 4→4", np_4_4),
+    Workload("backlog drained (persistent)", backlog_drain),
+    Workload("persistent sync send, 1 producer", sync_1),
+    Workload("persistent sync send, 8 producers", sync_8),
+    Workload("persistent async send", persistent_async),
+    Workload("transacted batches of 100", transacted_100),
+    Workload("topic fan-out 1→8 (deliveries)", fanout_1_8),
+    Workload("100 KiB persistent messages", large_100k),
+    Workload("OpenWire, ActiveMQ's tools", openwire_tools),
+]
+
+
+def recovery(kind: str, s: Sizes, workdir: Path) -> tuple[float, float]:
+    """(start time with an empty store, restart time with ``recovery_messages`` stored)."""
+    with started(kind, workdir) as b:
+        empty_start = b.start_s
+        port = b.openwire_port
+        barrier = mp.Manager().Barrier(1)
+        pool().submit(
+            loadgen.produce,
+            b.stomp_port,
+            "/queue/bench.recovery",
+            s.recovery_messages,
+            1024,
+            True,
+            False,
+            0,
+            barrier,
+        ).result(3600)
+    t0 = time.monotonic()
+    with started(kind, workdir, port) as b:
+        # Recovered means a consumer gets the first stored message.
+        ready = mp.Manager().Event()
+        pool().submit(loadgen.consume, b.stomp_port, ["/queue/bench.recovery"], 1, ready, 1).result(
+            600
+        )
+        restart = time.monotonic() - t0 - 1.0  # _settle's pause is not recovery
+    return empty_start, restart
+
+
+# -- the table --------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    label: str
+    dovecote: float | None
+    activemq: float | None
+    higher_is_better: bool
+    fmt: str
+
+    def ratio(self) -> str:
+        if not self.dovecote or not self.activemq:
+            return "-"
+        r = (
+            self.dovecote / self.activemq
+            if self.higher_is_better
+            else self.activemq / self.dovecote
+        )
+        return f"{r:.2f}x"
+
+    def cells(self) -> list[str]:
+        show = [("-" if v is None else format(v, self.fmt)) for v in (self.dovecote, self.activemq)]
+        return [self.label, *show, self.ratio()]
+
+
+def run(sizes: Sizes, only: list[str]) -> tuple[list[Row], list[str]]:
+    results: dict[str, dict[str, Measure]] = {}
+    rows: list[Row] = []
+    notes: list[str] = []
+    starts: dict[str, tuple[float, float]] = {}
+    idle: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    for kind in ("dovecote", "activemq"):
+        with (
+            tempfile.TemporaryDirectory(prefix=f"bench-{kind}-") as tmp,
+            started(kind, Path(tmp)) as b,
+        ):
+            idle[kind] = b.idle_rss_kib
+            for w in WORKLOADS:
+                if only and not any(o in w.name for o in only):
+                    continue
+                print(f"  {kind}: {w.name} ...", file=sys.stderr, flush=True)
+                m = w.run(b, sizes)
+                results.setdefault(w.name, {})[kind] = m
+                if m.note:
+                    notes.append(f"{kind}, {w.name}: {m.note}")
+            peak[kind] = b.status("VmHWM")
+        if not only or any("recovery" in o for o in only):
+            with tempfile.TemporaryDirectory(prefix=f"bench-{kind}-rec-") as tmp:
+                print(f"  {kind}: start and recovery ...", file=sys.stderr, flush=True)
+                starts[kind] = recovery(kind, sizes, Path(tmp))
+    for name, by_kind in results.items():
+        d, a = by_kind.get("dovecote"), by_kind.get("activemq")
+        rows.append(Row(f"{name}: msg/s", d and d.rate, a and a.rate, True, ",.0f"))
+        for q in (0.5, 0.99):
+            dl, al = d and d.percentile(q), a and a.percentile(q)
+            if dl is not None or al is not None:
+                rows.append(Row(f"{name}: p{int(q * 100)} latency ms", dl, al, False, ".2f"))
+        dc = d and d.cpu_s * 100_000 / max(d.messages, 1)
+        ac = a and a.cpu_s * 100_000 / max(a.messages, 1)
+        rows.append(Row(f"{name}: broker CPU s per 100k", dc, ac, False, ".2f"))
+    rows.append(Row("idle RSS MiB", idle["dovecote"] / 1024, idle["activemq"] / 1024, False, ".1f"))
+    rows.append(Row("peak RSS MiB", peak["dovecote"] / 1024, peak["activemq"] / 1024, False, ".1f"))
+    if starts:
+        rows.append(
+            Row(
+                "start time s (empty store)",
+                starts["dovecote"][0],
+                starts["activemq"][0],
+                False,
+                ".2f",
+            )
+        )
+        rows.append(
+            Row(
+                f"restart to first message s ({sizes.recovery_messages:,} stored)",
+                starts["dovecote"][1],
+                starts["activemq"][1],
+                False,
+                ".2f",
+            )
+        )
+    return rows, notes
+
+
+def markdown(rows: list[Row], notes: list[str], command: str) -> str:
+    lines = [
+        f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores ({platform.machine()}),"
+        f" Python {platform.python_version()}, `{command}`. Ratio: how many times better"
+        " dovecote is (throughput dovecote/ActiveMQ; latency, CPU, memory, time"
+        " ActiveMQ/dovecote).",
+        "",
+        "| Workload and figure | dovecote | ActiveMQ 5.17 | ratio |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
+    if notes:
+        lines += ["", "Notes:"] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--full", action="store_true", help="the issue's sizes (long)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "RESULTS.md")
+    parser.add_argument("--only", nargs="*", default=[], help="workloads whose name contains")
+    args = parser.parse_args()
+    command = "python bench/harness.py" + (" --full" if args.full else "")
+    rows, notes = run(FULL if args.full else SHORT, args.only)
+    text = markdown(rows, notes, command)
+    if not args.only:
+        args.out.write_text(text)
+    print(text)
+    if _pool is not None:
+        _pool.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""The load generator: raw-socket, pipelined STOMP 1.2 producers and consumers, each in its
+own process so that the generator is not one Python thread competing with itself.
+
+Producers stamp every frame with a ``ts`` header (nanoseconds, wall clock; all processes
+share the machine's clock) and consumers sample it to measure end-to-end latency. Frames are
+built once and pipelined in batches: a producer costs a few microseconds per message, far
+less than any broker spends on it. Consumers count frames by their NUL terminators (bodies
+are ``x`` bytes and headers never hold a NUL) instead of parsing each one, and read the
+latency of the last message of each read; that is one sample per socket read, enough for
+percentiles and cheap.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import time
+from dataclasses import dataclass, field
+from multiprocessing.synchronize import Barrier, Event
+
+PIPELINE = 64
+"""Frames per socket write for pipelined (asynchronous) sends."""
+
+
+@dataclass
+class ProducerResult:
+    sent: int
+    started: float
+    finished: float
+    latencies_ns: list[int] = field(default_factory=list)
+    """Receipt round trips for synchronous sends."""
+
+
+@dataclass
+class ConsumerResult:
+    received: int
+    first: float
+    finished: float
+    latencies_ns: list[int] = field(default_factory=list)
+
+
+def connect(port: int, client_id: str | None = None) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    extra = f"client-id:{client_id}\n" if client_id else ""
+    sock.sendall(f"CONNECT\naccept-version:1.2\nhost:localhost\n{extra}\n\x00".encode())
+    read_frame(sock, b"")
+    return sock
+
+
+def read_frame(sock: socket.socket, buf: bytes) -> tuple[bytes, bytes]:
+    """One whole frame (up to its NUL) and what followed it."""
+    while b"\x00" not in buf:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        buf += chunk
+    frame, _, rest = buf.partition(b"\x00")
+    if frame.lstrip(b"\r\n").startswith(b"ERROR"):
+        raise ConnectionError(frame.decode(errors="replace"))
+    return frame, rest.lstrip(b"\r\n")
+
+
+def _send_frame(destination: str, body: bytes, persistent: bool, extra: str = "") -> bytes:
+    head = (
+        f"SEND\ndestination:{destination}\npersistent:{'true' if persistent else 'false'}\n"
+        f"content-length:{len(body)}\n{extra}ts:"
+    ).encode()
+    return head + b"%d\n\n" + body + b"\x00"
+
+
+def produce(
+    port: int,
+    destination: str,
+    count: int,
+    size: int,
+    persistent: bool,
+    sync: bool,
+    tx_batch: int,
+    start: Barrier,
+) -> ProducerResult:
+    """Send ``count`` messages: pipelined (async), one receipt per message (sync), or in
+    transactions of ``tx_batch`` committed with a receipt."""
+    sock = connect(port)
+    body = b"x" * size
+    template = _send_frame(destination, body, persistent)
+    buf = b""
+    latencies: list[int] = []
+    start.wait()
+    started = time.monotonic()
+    sent = 0
+    if tx_batch:
+        tx_template = _send_frame(destination, body, persistent, "transaction:t%d\n")
+        n = 0
+        while sent < count:
+            n += 1
+            batch = min(tx_batch, count - sent)
+            frames = [f"BEGIN\ntransaction:t{n}\n\n\x00".encode()]
+            frames += [tx_template % (n, time.time_ns()) for _ in range(batch)]
+            frames.append(f"COMMIT\ntransaction:t{n}\nreceipt:c{n}\n\n\x00".encode())
+            t0 = time.time_ns()
+            sock.sendall(b"".join(frames))
+            _, buf = read_frame(sock, buf)
+            latencies.append(time.time_ns() - t0)
+            sent += batch
+    elif sync:
+        receipt = template.replace(b"ts:", b"receipt:r\nts:")
+        for _ in range(count):
+            t0 = time.time_ns()
+            sock.sendall(receipt % t0)
+            _, buf = read_frame(sock, buf)
+            latencies.append(time.time_ns() - t0)
+        sent = count
+    else:
+        while sent < count:
+            n = min(PIPELINE, count - sent)
+            now = time.time_ns()
+            sock.sendall(b"".join([template % now] * n))
+            sent += n
+        # A last receipt: everything before it has reached the broker.
+        sock.sendall(b"DISCONNECT\nreceipt:bye\n\n\x00")
+        read_frame(sock, buf)
+    finished = time.monotonic()
+    sock.close()
+    return ProducerResult(sent, started, finished, latencies)
+
+
+def consume(
+    port: int,
+    destinations: list[str],
+    count_each: int,
+    ready: Event,
+    prefetch: int = 1000,
+    idle_timeout_s: float = 60.0,
+) -> ConsumerResult:
+    """Subscribe (auto ack) once per destination, each on its own connection, and read until
+    every subscription has ``count_each`` messages. Topic subscriptions are separate
+    connections so fan-out is real."""
+    selector = selectors.DefaultSelector()
+    remaining: dict[socket.socket, int] = {}
+    for i, destination in enumerate(destinations):
+        sock = connect(port)
+        sock.sendall(
+            f"SUBSCRIBE\nid:{i}\ndestination:{destination}\nack:auto\n"
+            f"activemq.prefetchSize:{prefetch}\nreceipt:s{i}\n\n\x00".encode()
+        )
+        read_frame(sock, b"")
+        sock.setblocking(False)
+        selector.register(sock, selectors.EVENT_READ)
+        remaining[sock] = count_each
+    ready.set()
+    latencies: list[int] = []
+    received = 0
+    first = 0.0
+    last = time.monotonic()
+    while any(remaining.values()):
+        events = selector.select(timeout=1.0)
+        now = time.monotonic()
+        if not events and now - last > idle_timeout_s:
+            break
+        for key, _ in events:
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                remaining[sock] = 0
+                continue
+            if not first:
+                first = now
+            last = now
+            frames = chunk.count(b"\x00")
+            remaining[sock] = max(remaining[sock] - frames, 0)
+            received += frames
+            tail = chunk.rfind(b"\nts:")
+            if tail >= 0:
+                end = chunk.find(b"\n", tail + 4)
+                if end > 0:
+                    latencies.append(time.time_ns() - int(chunk[tail + 4 : end]))
+    finished = time.monotonic()
+    for key in list(selector.get_map().values()):
+        key.fileobj.close()  # type: ignore[union-attr]
+    return ConsumerResult(received, first, finished, latencies)

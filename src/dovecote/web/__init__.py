@@ -1,0 +1,1 @@
+"""HTTP: the admin API and metrics on the console port."""

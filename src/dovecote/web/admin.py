@@ -1,0 +1,239 @@
+"""The broker's admin API (SPEC O1): JSON over HTTP on the console port (8161), and
+Prometheus metrics. It runs inside the broker's event loop, so every handler reads the
+broker's state directly and consistently; nothing here blocks.
+
+    GET    /api/broker                          broker totals and usages
+    GET    /api/destinations[?type=queue|topic]  per-destination counters
+    GET    /api/{queues|topics}/{name}           one destination's counters
+    GET    /api/queues/{name}/messages?limit=N   browse (headers and text bodies)
+    POST   /api/{queues|topics}/{name}/messages  send the request body as a text message
+    POST   /api/queues/{name}/purge              remove every waiting message
+    DELETE /api/{queues|topics}/{name}           remove the destination
+    GET    /api/connections                      open connections
+    GET    /metrics                              Prometheus text format
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Iterable
+from itertools import count
+
+import uvicorn
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from dovecote.broker import stats
+from dovecote.broker.broker import Broker
+from dovecote.core.destinations import Destination, queue, topic
+from dovecote.core.errors import DovecoteError, ResourceLimitError
+from dovecote.core.message import BodyType, Message
+
+MAX_BROWSE = 1000
+_KINDS = {"queues": queue, "topics": topic}
+
+
+def _destination(request: Request) -> Destination:
+    kind = request.path_params["kind"]
+    if kind not in _KINDS:
+        raise LookupError(f"unknown destination kind {kind!r}: use queues or topics")
+    return _KINDS[kind](request.path_params["name"])
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+class _BrokerCollector(Collector):
+    """Reads the broker's counters at scrape time; nothing is updated on the hot path."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterable[Metric]:
+        labels = ["destination", "type"]
+        families = {
+            "size": GaugeMetricFamily("dovecote_destination_size", "Messages held", labels=labels),
+            "enqueued": GaugeMetricFamily(
+                "dovecote_destination_enqueued", "Messages sent since start", labels=labels
+            ),
+            "dequeued": GaugeMetricFamily(
+                "dovecote_destination_dequeued", "Messages acknowledged since start", labels=labels
+            ),
+            "consumers": GaugeMetricFamily(
+                "dovecote_destination_consumers", "Attached consumers", labels=labels
+            ),
+        }
+        for s in stats.destination_stats(self.broker):
+            row = s.as_json()
+            for field, family in families.items():
+                family.add_metric([str(row["name"]), str(row["type"])], float(row[field]))  # type: ignore[arg-type]
+        yield from families.values()
+        totals = stats.broker_stats(self.broker)
+        for field in ("memoryUsage", "storeUsage", "tempUsage", "connectionCount"):
+            name = "dovecote_" + "".join("_" + c.lower() if c.isupper() else c for c in field)
+            yield GaugeMetricFamily(name, f"broker {field}", value=float(totals[field]))  # type: ignore[arg-type]
+
+
+def admin_app(broker: Broker) -> Starlette:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_BrokerCollector(broker))
+    message_seq = count(1)
+    producer = f"{broker.ids.next_name()}:0:0"
+
+    async def broker_view(request: Request) -> Response:
+        return JSONResponse(stats.broker_stats(broker))
+
+    async def destinations(request: Request) -> Response:
+        wanted = request.query_params.get("type")
+        rows = [s.as_json() for s in stats.destination_stats(broker)]
+        return JSONResponse([r for r in rows if wanted is None or r["type"] == wanted])
+
+    async def destination_view(request: Request) -> Response:
+        destination = _destination(request)
+        found = stats.destination_stats(broker, destination)
+        if not found:
+            return _error(404, f"no such destination: {destination}")
+        return JSONResponse(found[0].as_json())
+
+    async def browse(request: Request) -> Response:
+        destination = _destination(request)
+        q = broker.regions.queues.get(destination) if destination.is_queue else None
+        if q is None:
+            return _error(404, f"no such queue: {destination}")
+        limit = min(int(request.query_params.get("limit", "100")), MAX_BROWSE)
+        return JSONResponse([_message_json(m) for m in q.browse()[:limit]])
+
+    async def send(request: Request) -> Response:
+        destination = _destination(request)
+        body = await request.body()
+        params = request.query_params
+        message = Message(
+            message_id=f"{producer}:{next(message_seq)}",
+            destination=destination,
+            body=body,
+            body_type=BodyType.TEXT,
+            persistent=params.get("persistent", "true").lower() != "false",
+            priority=int(params.get("priority", "4")),
+            timestamp=int(time.time() * 1000),
+        )
+        try:
+            await asyncio.wait_for(broker.publish(message), timeout=30)
+        except (TimeoutError, ResourceLimitError) as exc:
+            return _error(503, f"broker is full: {exc}")
+        return JSONResponse({"message_id": message.message_id}, status_code=201)
+
+    async def purge(request: Request) -> Response:
+        destination = _destination(request)
+        if not destination.is_queue:
+            return _error(400, "only queues can be purged")
+        if destination not in broker.regions.queues:
+            return _error(404, f"no such queue: {destination}")
+        return JSONResponse({"purged": await stats.purge(broker, destination)})
+
+    async def delete(request: Request) -> Response:
+        destination = _destination(request)
+        if not await broker.delete_destination(destination):
+            return _error(404, f"no such destination: {destination}")
+        return JSONResponse({"deleted": str(destination)})
+
+    async def connections(request: Request) -> Response:
+        return JSONResponse([
+            {
+                "connection_id": str(state.info.connection_id),
+                "client_id": state.client_id,
+                "consumers": len(state.consumers),
+                "producers": len(state.producers),
+                "sessions": len(state.sessions),
+            }
+            for state in broker.connections()
+        ])  # fmt: skip
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(registry), media_type="text/plain; version=0.0.4")
+
+    async def bad_request(request: Request, exc: Exception) -> Response:
+        return _error(400, str(exc))
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return _error(404, str(exc))
+
+    return Starlette(
+        routes=[
+            Route("/api/broker", broker_view),
+            Route("/api/destinations", destinations),
+            Route("/api/{kind}/{name}", destination_view),
+            Route("/api/{kind}/{name}", delete, methods=["DELETE"]),
+            Route("/api/{kind}/{name}/messages", browse),
+            Route("/api/{kind}/{name}/messages", send, methods=["POST"]),
+            Route("/api/{kind}/{name}/purge", purge, methods=["POST"]),
+            Route("/api/connections", connections),
+            Route("/metrics", metrics),
+        ],
+        exception_handlers={
+            ValueError: bad_request,
+            DovecoteError: bad_request,
+            LookupError: not_found,
+        },
+    )
+
+
+def _message_json(m: Message) -> dict[str, object]:
+    text = m.body.decode("utf-8", "replace") if m.body_type is BodyType.TEXT else None
+    return {
+        "message_id": m.message_id,
+        "persistent": m.persistent,
+        "priority": m.priority,
+        "timestamp": m.timestamp,
+        "expiration": m.expiration,
+        "redelivered": m.redelivery_counter > 0,
+        "correlation_id": m.correlation_id,
+        "type": m.type,
+        "properties": {
+            k: v if not isinstance(v, bytes) else v.hex() for k, v in m.properties.items()
+        },
+        "body_size": len(m.body),
+        "text": text,
+    }
+
+
+class AdminServer:
+    """uvicorn serving the admin app in the broker's own loop. uvicorn's ``serve()`` would
+    install its own SIGINT/SIGTERM handlers over the CLI's, so this drives its startup,
+    main loop and shutdown steps itself."""
+
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self._config = uvicorn.Config(
+            admin_app(broker), log_level="warning", access_log=False, lifespan="off"
+        )
+        self._server = uvicorn.Server(self._config)
+        self._sockets: list[socket.socket] = []
+        self._loop_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        sock = socket.create_server((self.host, self.port), reuse_port=False)
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]
+        self._sockets = [sock]
+        self._config.load()
+        self._server.lifespan = self._config.lifespan_class(self._config)
+        await self._server.startup(sockets=self._sockets)
+        self._loop_task = asyncio.create_task(self._server.main_loop())
+
+    async def stop(self) -> None:
+        if self._loop_task is None:
+            return
+        self._server.should_exit = True
+        await self._loop_task
+        await self._server.shutdown(sockets=self._sockets)
+        for sock in self._sockets:
+            sock.close()

@@ -4,18 +4,19 @@ together. The CLI and the test fixtures both go through here."""
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from dovecote.broker.broker import Broker
 from dovecote.config import Config
 from dovecote.store.api import PersistenceAdapter
 from dovecote.store.journal import JournalPersistenceAdapter
 from dovecote.store.memory import MemoryPersistenceAdapter
-from dovecote.store.sql import SqlPersistenceAdapter
-from dovecote.store.sql.journaled import JournaledSqlPersistenceAdapter
 from dovecote.transport.auto import AutoListenerSettings, AutoServer
 from dovecote.transport.openwire import OpenWireListenerSettings, OpenWireServer
 from dovecote.transport.stomp import StompListenerSettings, StompServer
-from dovecote.web.admin import AdminServer
+
+if TYPE_CHECKING:
+    from dovecote.web.admin import AdminServer
 
 log = logging.getLogger("dovecote")
 
@@ -25,6 +26,10 @@ def make_store(config: Config) -> PersistenceAdapter:
     if not config.broker.persistent or store.kind == "memory":
         return MemoryPersistenceAdapter()
     if store.kind in ("sql", "journaled-sql"):
+        # Imported here: SQLAlchemy costs ~20 MiB of memory a journal broker does not need.
+        from dovecote.store.sql import SqlPersistenceAdapter
+        from dovecote.store.sql.journaled import JournaledSqlPersistenceAdapter
+
         url = store.url or f"sqlite:///{config.broker.data_dir.resolve() / 'dovecote.db'}"
         config.broker.data_dir.mkdir(parents=True, exist_ok=True)
         sql = SqlPersistenceAdapter(
@@ -94,6 +99,8 @@ class BrokerApp:
 
         self.console: AdminServer | None = None
         if config.console.enabled:
+            from dovecote.web.admin import AdminServer  # Starlette and uvicorn only when on
+
             self.console = AdminServer(self.broker, config.console.host, config.console.port)
 
     async def start(self) -> None:

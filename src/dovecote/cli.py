@@ -6,19 +6,15 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any
 
 import typer
 
-from dovecote import __version__, tools
+from dovecote import __version__
 from dovecote.app import BrokerApp
-from dovecote.client import JMSError, OptionError
 from dovecote.config import ConfigError, load_config
 from dovecote.core.errors import DovecoteError
-
-T = TypeVar("T")
 
 app = typer.Typer(
     help="dovecote: an ActiveMQ-Classic-compatible message broker.",
@@ -128,7 +124,7 @@ def produce(
     persistent: Annotated[bool, typer.Option(help="Persistent messages.")] = True,
 ) -> None:
     """Send COUNT text messages of SIZE bytes."""
-    typer.echo(_tool(tools.produce, url, destination, count, size, persistent))
+    typer.echo(_tool("produce", url, destination, count, size, persistent))
 
 
 @app.command()
@@ -139,7 +135,7 @@ def consume(
     timeout: Annotated[float, typer.Option(help="Stop after this many idle seconds.")] = 10.0,
 ) -> None:
     """Receive up to COUNT messages."""
-    typer.echo(_tool(tools.consume, url, destination, count, timeout))
+    typer.echo(_tool("consume", url, destination, count, timeout))
 
 
 @app.command()
@@ -149,7 +145,7 @@ def browse(
     limit: Annotated[int, typer.Option(help="Messages to print.")] = 20,
 ) -> None:
     """Show the messages on a queue without consuming them."""
-    lines, summary = _tool(tools.browse, url, destination, limit)
+    lines, summary = _tool("browse", url, destination, limit)
     for line in lines:
         typer.echo(line)
     typer.echo(summary)
@@ -167,7 +163,7 @@ def purge(
     admin: Annotated[str | None, ADMIN_OPTION] = None,
 ) -> None:
     """Remove every message from a queue."""
-    typer.echo(_tool(tools.purge, url, destination, admin))
+    typer.echo(_tool("purge", url, destination, admin))
 
 
 @app.command()
@@ -180,13 +176,17 @@ def dstat(
     ] = 0.0,
 ) -> None:
     """Destination statistics: sizes, producers, consumers, enqueues, dequeues."""
-    for line in _tool(tools.dstat, url, admin, kind, interval):
+    for line in _tool("dstat", url, admin, kind, interval):
         typer.echo(line)
 
 
-def _tool(fn: Callable[..., T], *args: object) -> T:
+def _tool(name: str, *args: object) -> Any:
+    # The client and rich load only for the tools, not in the broker process.
+    from dovecote import tools
+    from dovecote.client import JMSError, OptionError
+
     try:
-        return fn(*args)
+        return getattr(tools, name)(*args)
     except (OptionError, DovecoteError, JMSError, OSError) as exc:
         typer.echo(f"dovecote: {exc}", err=True)
         raise typer.Exit(1) from None

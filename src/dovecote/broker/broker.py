@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Iterator
 from itertools import count
 
-from dovecote.broker import stats
+from dovecote.broker import stats, streams
 from dovecote.broker.connection import (
     ConnectionState,
     ConsumerRecord,
@@ -271,11 +271,15 @@ class Broker:
         message = command.message
         for destination in message.destination.components():
             self._check_usable(destination)
-        if message.reply_to is not None and message.destination.name.startswith(
-            stats.STATISTICS_PREFIX
-        ):
-            await self.regions.route(stats.statistics_replies(self, message))
-            return
+        if message.reply_to is not None:
+            # Requests to the broker itself: nothing is routed for them.
+            name = message.destination.name
+            if name.startswith(stats.STATISTICS_PREFIX):
+                await self.regions.route(stats.statistics_replies(self, message))
+                return
+            if name.startswith(streams.STREAM_PREFIX):
+                await self.regions.route(await streams.handle(self, message))
+                return
         if command.transaction_id is not None:
             self._transaction_of(state, command).sends.append(message)
             return

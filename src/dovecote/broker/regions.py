@@ -19,6 +19,7 @@ from dovecote.broker.connection import Origin
 from dovecote.broker.consumer import Dispatched, Entry, release_all
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.queue import Queue, QueueStats
+from dovecote.broker.sequencer import Sequencer
 from dovecote.broker.topic import TopicSubscription
 from dovecote.broker.usage import SystemUsage, TempStore, Usage
 from dovecote.core.destinations import Destination, destination_matches
@@ -64,6 +65,7 @@ class Regions:
         self.topic_subs: dict[Destination, list[TopicSubscription]] = {}
         self.wildcard_subs: list[TopicSubscription] = []
         self.durables: dict[tuple[str, str], TopicSubscription] = {}
+        self.sequencer = Sequencer()
         self.topic_stats: dict[Destination, QueueStats] = {}
         """Counters per topic (queues keep their own); a topic exists once sent to."""
         self._topic_seq = count(1)
@@ -71,6 +73,10 @@ class Regions:
     def load(self, recovered: RecoveredState) -> None:
         """Fill the destinations from what the store recovered at start."""
         self.temp.open()
+        self.sequencer.recovered(
+            max((m.sequence for ms in recovered.queues.values() for m in ms), default=0),
+            max((m.sequence for i in recovered.subscriptions for m in i.pending), default=0),
+        )
         for destination, messages in recovered.queues.items():
             queue = self.queue(destination)
             for message in messages:
@@ -175,23 +181,37 @@ class Regions:
         ops: list[StoreOp] = list(extra_ops)
         to_queues: list[Message] = []
         to_topics: list[tuple[Message, list[TopicSubscription]]] = []
+        sequencer = self.sequencer
+        first_seq = sequencer.last + 1
         for original in messages:
             for destination in original.destination.components():
-                message = original
-                if destination != original.destination:
-                    message = replace(original, destination=destination)
                 if destination.is_queue:
+                    message = replace(original, destination=destination, sequence=sequencer.next())
                     to_queues.append(message)
                     if message.persistent:
                         ops.append(AddMessage(message))
                     continue
+                message = original
+                if destination != original.destination:
+                    message = replace(original, destination=destination)
                 subs = [s for s in self.topic_subscriptions(destination) if s.matches(message)]
+                if any(s.durable is not None for s in subs):
+                    message = replace(message, sequence=sequencer.next())
                 self.topic_counters(destination).enqueued += 1
                 to_topics.append((message, subs))
                 if message.persistent:
                     ops.extend(self._durable_topic_ops(message, subs))
-        if ops:
-            await self.store.write(ops)
+        # Until enqueued, the numbers just given out are not visible to streaming readers.
+        stamped = sequencer.last >= first_seq
+        if stamped:
+            sequencer.opened(first_seq)
+        try:
+            if ops:
+                await self.store.write(ops)
+        except BaseException:
+            if stamped:
+                sequencer.closed(first_seq)
+            raise
         # Enqueue everything first, then dispatch each destination once.
         queues: dict[Destination, Queue] = {}
         for message in to_queues:
@@ -208,6 +228,8 @@ class Regions:
                     dropped.release()
                     log.debug("pending limit dropped %s on %s", dropped.message_id, sub.destination)
                 touched[id(sub)] = sub
+        if stamped:
+            sequencer.closed(first_seq)
         for queue in queues.values():
             await self._dispatch_queue(queue)
         for sub in touched.values():

@@ -59,6 +59,10 @@ class Message:
     properties: Mapping[str, PropertyValue] = field(default_factory=lambda: _EMPTY)
     data_structure: object | None = None
     """A command the message carries: advisories carry the DestinationInfo they announce."""
+    sequence: int = 0
+    """The broker's order number, stamped when it accepts the message for a queue or a
+    durable subscription and stored with it; increasing across restarts (0: none). Streaming
+    readers (the Spark source) address ranges of a destination by it."""
 
     def is_expired(self, now_ms: int) -> bool:
         return self.expiration > 0 and now_ms >= self.expiration

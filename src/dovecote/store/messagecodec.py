@@ -23,7 +23,7 @@ def encode_message(m: Message) -> list[Any]:
         m.message_id, str(m.destination), m.body, int(m.body_type), m.persistent, m.priority,
         m.timestamp, m.expiration, m.correlation_id, _dest(m.reply_to), m.type, m.group_id,
         m.group_seq, m.producer_id, m.connection_id, m.user_id, m.redelivery_counter,
-        _dest(m.original_destination), dict(m.properties),
+        _dest(m.original_destination), dict(m.properties), m.sequence,
     ]  # fmt: skip
 
 
@@ -34,7 +34,7 @@ def decode_message(f: list[Any]) -> Message:
         expiration=f[7], correlation_id=f[8], reply_to=_undest(f[9]), type=f[10],
         group_id=f[11], group_seq=f[12], producer_id=f[13], connection_id=f[14],
         user_id=f[15], redelivery_counter=f[16], original_destination=_undest(f[17]),
-        properties=f[18],
+        properties=f[18], sequence=f[19] if len(f) > 19 else 0,
     )  # fmt: skip
 
 

@@ -1,0 +1,118 @@
+"""The client side of the broker's stream requests (dovecote/broker/streams.py, documented
+in docs/streams.md): plan a batch by sequence numbers, read a range without consuming it,
+and commit what a batch covered. The Spark source is built on this; a dovecote broker is
+needed (ActiveMQ has no sequence numbers)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from dovecote.client.connection import Connection, ConnectionFactory, Message
+from dovecote.client.transport import JMSError
+from dovecote.core.destinations import Destination
+
+REPLY_WAIT_S = 30.0
+SEQUENCE = "dovecoteSequence"
+DESTINATION = "dovecoteDestination"
+EXPIRATION = "dovecoteExpiration"
+PERSISTENT = "dovecotePersistent"
+END = "dovecoteEnd"
+INTERNAL_PROPERTIES = (SEQUENCE, DESTINATION, EXPIRATION, PERSISTENT)
+
+
+@dataclass(frozen=True)
+class Plan:
+    end: int
+    count: int
+    bounds: list[int]
+    """Cut points: part i is (bounds[i], bounds[i + 1]]."""
+
+
+class StreamClient:
+    """One connection making stream requests on a queue, or on a topic through the durable
+    subscription ``client_id``/``subscription``."""
+
+    def __init__(
+        self,
+        url: str,
+        destination: Destination,
+        client_id: str | None = None,
+        subscription: str | None = None,
+    ) -> None:
+        if destination.is_topic and not (client_id and subscription):
+            raise ValueError("reading a topic needs a client id and a subscription name")
+        self.destination = destination
+        self._names: dict[str, Any] = (
+            {"clientId": client_id, "subscriptionName": subscription}
+            if destination.is_topic
+            else {}
+        )
+        self.connection: Connection = ConnectionFactory(url).create_connection()
+        self._session = self.connection.create_session()
+        self._producer = self._session.create_producer()
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> StreamClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request_target(self, verb: str) -> Destination:
+        return Destination(self.destination.type, f"dovecote.Stream.{verb}.{self.destination.name}")
+
+    def _ask(self, verb: str, **properties: Any) -> Generator[Message, None, None]:
+        reply_to = self._session.create_temporary_queue()
+        replies = self._session.create_consumer(reply_to)
+        try:
+            request = Message("", reply_to=reply_to, persistent=False,
+                              properties={**self._names, **properties})  # fmt: skip
+            self._producer.send(request, self._request_target(verb))
+            while True:
+                reply = replies.receive(REPLY_WAIT_S)
+                if reply is None:
+                    raise JMSError(
+                        "javax.jms.JMSException",
+                        f"no answer to dovecote.Stream.{verb} in {REPLY_WAIT_S:.0f}s"
+                        " (stream requests need a dovecote broker)",
+                    )
+                if isinstance(reply.body, dict) and "error" in reply.body:
+                    raise JMSError("javax.jms.JMSException", str(reply.body["error"]))
+                yield reply
+        finally:
+            replies.close()
+            self._session.delete_temporary(reply_to)
+
+    def _map(self, verb: str, **properties: Any) -> dict[str, Any]:
+        replies = self._ask(verb, **properties)
+        try:
+            reply = next(replies)
+        finally:
+            replies.close()
+        assert isinstance(reply.body, dict)
+        return reply.body
+
+    def plan(
+        self, after: int, max_messages: int = 0, up_to: int | None = None, splits: int = 1
+    ) -> Plan:
+        props: dict[str, Any] = {"after": after, "maxMessages": max_messages, "splits": splits}
+        if up_to is not None:
+            props["upTo"] = up_to
+        body = self._map("Offsets", **props)
+        bounds = [int(b) for b in str(body["bounds"]).split(",")]
+        return Plan(int(body["end"]), int(body["count"]), bounds)
+
+    def read(self, after: int, up_to: int) -> Iterator[Message]:
+        """The messages with after < sequence <= up_to, in order; nothing is consumed."""
+        for message in self._ask("Range", after=after, upTo=up_to):
+            if message.properties.get(END):
+                return
+            yield message
+
+    def commit(self, up_to: int) -> int:
+        """Remove everything up to ``up_to``; returns how many messages that removed."""
+        return int(self._map("Commit", upTo=up_to)["removed"])

@@ -1,0 +1,84 @@
+"""The broker's stream requests (offset-based reading, SPEC X1) over the Python client and
+a real broker process: plans, non-destructive ranges, commits, sequence numbers that keep
+increasing across a restart, durable topic subscriptions, and clear errors."""
+
+from __future__ import annotations
+
+import uuid
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+from brokers import running_broker
+from dovecote.client import ConnectionFactory, JMSError, Message
+from dovecote.client.streams import SEQUENCE, StreamClient
+from dovecote.core.destinations import queue, topic
+
+
+def send(url: str, destination: object, bodies: list[str], persistent: bool = True) -> None:
+    with ConnectionFactory(url).create_connection() as connection:
+        producer = connection.create_session().create_producer(destination)  # type: ignore[arg-type]
+        for body in bodies:
+            producer.send(Message(body), persistent=persistent)
+
+
+def test_plan_read_commit_and_restart(tmp_path: Path) -> None:
+    name = queue(f"stream.{uuid.uuid4().hex[:8]}")
+    with running_broker(workdir=tmp_path) as broker:
+        url = f"tcp://127.0.0.1:{broker.openwire_port}"
+        send(url, name, [f"m{i}" for i in range(10)])
+        with StreamClient(url, name) as stream:
+            plan = stream.plan(after=0, max_messages=6, splits=2)
+            assert plan.count == 6 and len(plan.bounds) == 3
+            parts = [list(stream.read(lo, hi)) for lo, hi in pairwise(plan.bounds)]
+            assert [len(p) for p in parts] == [3, 3]
+            bodies = [m.body for p in parts for m in p]
+            assert bodies == [f"m{i}" for i in range(6)]
+            sequences = [m.properties[SEQUENCE] for p in parts for m in p]
+            assert sequences == sorted(sequences) and sequences[-1] == plan.end
+            # Reading is not consuming: the same range again, the same messages.
+            again = [m.body for m in stream.read(plan.bounds[0], plan.end)]
+            assert again == bodies
+            assert stream.commit(plan.end) == 6
+            assert stream.plan(after=0).count == 4
+            last_before_restart = stream.plan(after=plan.end).end
+    with running_broker(workdir=tmp_path) as broker:
+        url = f"tcp://127.0.0.1:{broker.openwire_port}"
+        send(url, name, ["after restart"])
+        with StreamClient(url, name) as stream:
+            rest = list(stream.read(plan.end, 2**62))
+            assert [m.body for m in rest] == ["m6", "m7", "m8", "m9", "after restart"]
+            recovered = [m.properties[SEQUENCE] for m in rest]
+            assert recovered[3] == last_before_restart  # stored with the message
+            assert recovered[4] > last_before_restart  # and never reused
+            assert stream.commit(recovered[-1]) == 5
+            assert stream.plan(after=0).count == 0
+
+
+def test_a_topic_through_a_durable_subscription(tmp_path: Path) -> None:
+    news = topic(f"news.{uuid.uuid4().hex[:8]}")
+    with running_broker(workdir=tmp_path) as broker:
+        url = f"tcp://127.0.0.1:{broker.openwire_port}"
+        with StreamClient(url, news, "spark-app", "reader") as stream:
+            assert stream.plan(after=0).count == 0  # creates the subscription
+            send(url, news, ["a", "b", "c"])
+            plan = stream.plan(after=0)
+            assert [m.body for m in stream.read(0, plan.end)] == ["a", "b", "c"]
+            assert stream.commit(plan.end) == 3
+            assert stream.plan(after=plan.end).count == 0
+
+
+def test_errors_are_answered_and_named(tmp_path: Path) -> None:
+    with running_broker(workdir=tmp_path) as broker:
+        url = f"tcp://127.0.0.1:{broker.openwire_port}"
+        with pytest.raises(ValueError, match="client id"):
+            StreamClient(url, topic("t"))
+        with StreamClient(url, queue("q")) as stream:
+            with pytest.raises(JMSError, match="'upTo'"):
+                list(stream._ask("Range", after=0))
+            with pytest.raises(JMSError, match="unknown stream request 'Nope'"):
+                stream._map("Nope")
+            with pytest.raises(JMSError, match="not a number"):
+                stream._map("Offsets", after="soon")
+            assert stream.plan(after=0).count == 0  # the connection still serves

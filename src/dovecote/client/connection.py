@@ -18,6 +18,7 @@ import queue
 import random
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -150,7 +151,8 @@ class Connection:
         url = factory.url
         self.url = url
         self.options: ConnectionOptions = url.connection
-        self.connection_id = f"ID:dovecote-py-{id(self):x}-{next(self._ids)}"
+        # Random per connection: forked processes (Spark's Python workers) share counters.
+        self.connection_id = f"ID:dovecote-py-{uuid.uuid4().hex[:16]}-{next(self._ids)}"
         self.client_id = self.options.clientID or self.connection_id
         self._user = user or self.options.userName
         self._password = password or self.options.password

@@ -5,21 +5,34 @@ needed (ActiveMQ has no sequence numbers)."""
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from dovecote.client.connection import Connection, ConnectionFactory, Message
-from dovecote.client.transport import JMSError
+from dovecote.client.transport import JMSError, TransportClosedError
 from dovecote.core.destinations import Destination
 
 REPLY_WAIT_S = 30.0
+RETRY_FOR_S = 120.0
+REFUSED = "dovecote.StreamRequestRefused"
+"""The class name of an error the broker answered: asking again would not help."""
 SEQUENCE = "dovecoteSequence"
 DESTINATION = "dovecoteDestination"
 EXPIRATION = "dovecoteExpiration"
 PERSISTENT = "dovecotePersistent"
 END = "dovecoteEnd"
 INTERNAL_PROPERTIES = (SEQUENCE, DESTINATION, EXPIRATION, PERSISTENT)
+
+log = logging.getLogger("dovecote.client.streams")
+T = TypeVar("T")
+
+
+def _is_refusal(exc: Exception) -> bool:
+    return isinstance(exc, JMSError) and exc.class_name == REFUSED
 
 
 @dataclass(frozen=True)
@@ -49,9 +62,33 @@ class StreamClient:
             if destination.is_topic
             else {}
         )
-        self.connection: Connection = ConnectionFactory(url).create_connection()
+        self.url = url
+        self.retry_for_s = RETRY_FOR_S
+        self._connect()
+
+    def _connect(self) -> None:
+        self.connection: Connection = ConnectionFactory(self.url).create_connection()
         self._session = self.connection.create_session()
         self._producer = self._session.create_producer()
+
+    def _retrying(self, request: Callable[[], T]) -> T:
+        """Plans and commits are idempotent: across a broker restart, reconnect and ask
+        again (with back-off) for up to ``retry_for_s``."""
+        deadline = time.monotonic() + self.retry_for_s
+        delay = 0.1
+        while True:
+            try:
+                return request()
+            except (JMSError, TransportClosedError, OSError) as exc:
+                if time.monotonic() + delay > deadline or _is_refusal(exc):
+                    raise
+                log.warning("stream request failed (%s); reconnecting in %.1fs", exc, delay)
+                with contextlib.suppress(Exception):
+                    self.connection.close()
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                with contextlib.suppress(JMSError, TransportClosedError, OSError):
+                    self._connect()
 
     def close(self) -> None:
         self.connection.close()
@@ -81,20 +118,23 @@ class StreamClient:
                         " (stream requests need a dovecote broker)",
                     )
                 if isinstance(reply.body, dict) and "error" in reply.body:
-                    raise JMSError("javax.jms.JMSException", str(reply.body["error"]))
+                    raise JMSError(REFUSED, str(reply.body["error"]))
                 yield reply
         finally:
             replies.close()
             self._session.delete_temporary(reply_to)
 
     def _map(self, verb: str, **properties: Any) -> dict[str, Any]:
-        replies = self._ask(verb, **properties)
-        try:
-            reply = next(replies)
-        finally:
-            replies.close()
-        assert isinstance(reply.body, dict)
-        return reply.body
+        def ask() -> dict[str, Any]:
+            replies = self._ask(verb, **properties)
+            try:
+                reply = next(replies)
+            finally:
+                replies.close()
+            assert isinstance(reply.body, dict)
+            return reply.body
+
+        return self._retrying(ask)
 
     def plan(
         self, after: int, max_messages: int = 0, up_to: int | None = None, splits: int = 1

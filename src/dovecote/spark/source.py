@@ -1,0 +1,267 @@
+"""The PySpark data source "dovecote" (SPEC X1), on PySpark's Python Data Source API.
+
+Streaming read, exactly once: offsets are the broker's sequence numbers. For each
+micro-batch the driver plans (after, end] with at most ``maxMessagesPerBatch`` messages
+(``Offsets``), cuts it into ``numPartitions`` sub-ranges, and the executors read their
+sub-ranges without consuming anything (``Range``). Only when Spark commits the batch does
+the source remove everything up to ``end`` from the broker (``Commit``). A task that fails
+reads its range again and gets the same messages; a driver restarted from its checkpoint
+replans the batch it had not finished over the same, still present, messages; a broker
+restart keeps persistent messages with their sequence numbers. docs/streams.md has the
+protocol, the README the guarantee and its limits.
+
+Batch read is a browse snapshot of a queue (it also works against ActiveMQ). Writes send each
+partition in one broker transaction: a failed task rolls back and leaves nothing half-sent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import Row, StructType
+
+from dovecote.client import ConnectionFactory, Message
+from dovecote.client.streams import (
+    DESTINATION,
+    EXPIRATION,
+    INTERNAL_PROPERTIES,
+    SEQUENCE,
+    StreamClient,
+)
+from dovecote.core.destinations import Destination, parse_destination
+
+SCHEMA = (
+    "message_id string, destination string, timestamp timestamp, expiration timestamp, "
+    "priority int, redelivered boolean, correlation_id string, type string, reply_to string, "
+    "properties map<string,string>, body binary, text string, sequence long"
+)
+DEFAULT_URL = "tcp://127.0.0.1:61616"
+DEFAULT_MAX_PER_BATCH = 10_000
+
+
+def _destination(options: Mapping[str, str]) -> Destination:
+    text = options.get("destination")
+    if not text:
+        raise ValueError("the dovecote data source needs the option destination")
+    return parse_destination(text if "://" in text else f"queue://{text}")
+
+
+def _time(ms: int) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC) if ms else None
+
+
+def to_row(m: Message, destination: Destination) -> tuple[Any, ...]:
+    props = m.properties
+    text = m.body if isinstance(m.body, str) else None
+    body = m.body.encode() if isinstance(m.body, str) else m.body
+    if not isinstance(body, bytes):
+        body = repr(body).encode()  # map and stream bodies: their Python form, as bytes
+    user = {k: str(v) for k, v in props.items() if k not in INTERNAL_PROPERTIES}
+    return (
+        m.message_id,
+        str(props.get(DESTINATION, destination)),
+        _time(m.timestamp),
+        _time(int(props.get(EXPIRATION, m.expiration) or 0)),
+        m.priority,
+        m.redelivered,
+        m.correlation_id,
+        m.type,
+        str(m.reply_to) if m.reply_to else None,
+        user,
+        body,
+        text,
+        int(props.get(SEQUENCE, 0)),
+    )
+
+
+@dataclass
+class SequenceRange(InputPartition):
+    after: int
+    up_to: int
+
+
+class DovecoteStreamReader(DataSourceStreamReader):
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.url = options.get("url", DEFAULT_URL)
+        self.destination = _destination(options)
+        self.client_id = options.get("clientId")
+        self.subscription = options.get("subscriptionName")
+        if self.destination.is_topic and not (self.client_id and self.subscription):
+            raise ValueError("reading a topic needs the options clientId and subscriptionName")
+        self.max_per_batch = int(options.get("maxMessagesPerBatch", DEFAULT_MAX_PER_BATCH))
+        self.num_partitions = max(1, int(options.get("numPartitions", 1)))
+        self._client: StreamClient | None = None
+        self._committed = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The driver's connection stays on the driver; executors open their own.
+        state = dict(self.__dict__)
+        state["_client"] = None
+        return state
+
+    def _stream(self) -> StreamClient:
+        if self._client is None:
+            self._client = self._new_client()
+        return self._client
+
+    def _new_client(self) -> StreamClient:
+        return StreamClient(self.url, self.destination, self.client_id, self.subscription)
+
+    def initialOffset(self) -> dict[str, int]:
+        # Planning once at the start creates a durable subscription that does not exist yet.
+        self._stream().plan(after=0, max_messages=1)
+        return {"sequence": 0}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_per_batch) if self.max_per_batch > 0 else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        # Spark asks for the next batch only once the batch ending at ``start`` has finished
+        # (its sink output committed), but calls commit() for it only when it goes on to run
+        # a new batch. Committing ``start`` here frees the broker of the last batch's
+        # messages even when no new batch follows. It is idempotent, like commit().
+        if start["sequence"] > self._committed:
+            self.commit(start)
+        most = limit.max_rows if isinstance(limit, ReadMaxRows) else 0
+        plan = self._stream().plan(after=start["sequence"], max_messages=most)
+        return {"sequence": plan.end}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[SequenceRange]:
+        after, up_to = start["sequence"], end["sequence"]
+        if up_to <= after:
+            return []
+        plan = self._stream().plan(after=after, up_to=up_to, splits=self.num_partitions)
+        return [SequenceRange(lo, hi) for lo, hi in pairwise(plan.bounds) if hi > lo]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, SequenceRange)
+        with self._new_client() as stream:
+            for message in stream.read(partition.after, partition.up_to):
+                yield to_row(message, self.destination)
+
+    def commit(self, end: dict[str, int]) -> None:
+        if end["sequence"] > self._committed:
+            self._stream().commit(end["sequence"])
+            self._committed = end["sequence"]
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class BrowseReader(DataSourceReader):
+    """A snapshot of what a queue holds, consuming nothing."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.url = options.get("url", DEFAULT_URL)
+        self.destination = _destination(options)
+        if not self.destination.is_queue:
+            raise ValueError("a batch read browses a queue; read a topic as a stream")
+        self.selector = options.get("selector")
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        with ConnectionFactory(self.url).create_connection() as connection:
+            session = connection.create_session()
+            for message in session.browse(self.destination, self.selector):
+                yield to_row(message, self.destination)
+
+
+@dataclass
+class SentMessages(WriterCommitMessage):
+    count: int
+
+
+class TransactionalWriter:
+    """Send one partition's rows in one transaction: all of them, or (on any failure) none."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.url = options.get("url", DEFAULT_URL)
+        self.destination = _destination(options)
+        self.persistent = options.get("persistent", "true").lower() != "false"
+        self.priority = int(options.get("priority", 4))
+        self.time_to_live = int(options.get("timeToLive", 0))
+        names = options.get("propertyColumns", "")
+        self.property_columns = [c.strip() for c in names.split(",") if c.strip()]
+
+    def _message(self, row: Row) -> Message:
+        fields = row.asDict()
+        if fields.get("text") is not None:
+            body: str | bytes = str(fields["text"])
+        elif fields.get("body") is not None:
+            body = bytes(fields["body"])
+        elif fields.get("value") is not None:
+            value = fields["value"]
+            body = bytes(value) if isinstance(value, bytes | bytearray) else str(value)
+        else:
+            raise ValueError("a row to send needs a text, body or value column")
+        properties = {c: fields[c] for c in self.property_columns if fields.get(c) is not None}
+        return Message(body, properties=properties, correlation_id=fields.get("correlation_id"),
+                       type=fields.get("type"))  # fmt: skip
+
+    def write(self, iterator: Iterator[Row]) -> SentMessages:
+        with ConnectionFactory(self.url).create_connection() as connection:
+            session = connection.create_session(transacted=True)
+            producer = session.create_producer(self.destination)
+            sent = 0
+            try:
+                for row in iterator:
+                    producer.send(
+                        self._message(row), persistent=self.persistent,
+                        priority=self.priority, time_to_live=self.time_to_live,
+                    )  # fmt: skip
+                    sent += 1
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+            return SentMessages(sent)
+
+
+class BatchWriter(TransactionalWriter, DataSourceWriter):
+    pass
+
+
+class StreamWriter(TransactionalWriter, DataSourceStreamWriter):
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Every partition committed its own transaction already."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """A failed partition rolled its transaction back; the others stay sent."""
+
+
+class DovecoteDataSource(DataSource):
+    """``spark.dataSource.register(DovecoteDataSource)``, then ``format("dovecote")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "dovecote"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> DovecoteStreamReader:
+        return DovecoteStreamReader(self.options)
+
+    def reader(self, schema: StructType) -> BrowseReader:
+        return BrowseReader(self.options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
+        return BatchWriter(self.options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
+        return StreamWriter(self.options)

@@ -244,3 +244,32 @@ def test_a_write_job_that_fails_sends_nothing_from_the_failed_partition(
     with ConnectionFactory(url_of(broker)).create_connection() as connection:
         got = [m.body for m in connection.create_session().browse(queue(name))]
     assert sorted(got) == sorted(f"row-{i}" for i in range(10))  # type: ignore[type-var]
+
+
+def test_stream_from_a_queue_into_another(
+    spark: Any, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """readStream and writeStream together: every message moves once, none is left behind."""
+    source, target = f"in.{uuid.uuid4().hex[:8]}", f"out.{uuid.uuid4().hex[:8]}"
+    url = url_of(broker)
+    send_numbered(url, source, 0, 120)
+    query = (
+        spark.readStream.format("dovecote").option("url", url).option("destination", source)
+        .option("maxMessagesPerBatch", "50").load().select("text")
+        .writeStream.format("dovecote").option("url", url).option("destination", target)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="500 milliseconds").start()
+    )  # fmt: skip
+    try:
+
+        def moved() -> bool:
+            with ConnectionFactory(url).create_connection() as connection:
+                return len(list(connection.create_session().browse(queue(target)))) >= 120
+
+        until(moved, "120 messages on the target")
+        until(drained(url, source), "the source to be drained")
+    finally:
+        query.stop()
+    with ConnectionFactory(url).create_connection() as connection:
+        got = [m.body for m in connection.create_session().browse(queue(target))]
+    assert sorted(got) == sorted(f"order-{i}" for i in range(120))  # type: ignore[type-var]

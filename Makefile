@@ -41,8 +41,8 @@ run: install
 	$(VENV)/bin/dovecote broker
 
 lint: install
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench examples
+	$(VENV)/bin/ruff format --check src tests bench examples
 
 typecheck: install
 	$(VENV)/bin/mypy

@@ -181,11 +181,22 @@ def traffic(
     manager = mp.Manager()
     start = manager.Barrier(producers + 1)
     total = producers * per_producer
-    # A queue's consumers share the messages; a topic's each get all of them.
-    each = total if topic_fanout else total // consumers
+    # A topic's consumers each get every message; a queue's share them, however the broker
+    # spreads them, and stop together once they have all of them.
+    shared = None if topic_fanout else manager.Value("i", 0)
+    lock = None if topic_fanout else manager.Lock()
+    each = total
     readies = [manager.Event() for _ in range(consumers)]
     cons: list[Future[loadgen.ConsumerResult]] = [
-        pool().submit(loadgen.consume, broker.stomp_port, [destination], each, ready)
+        pool().submit(
+            loadgen.consume,
+            broker.stomp_port,
+            [destination],
+            each,
+            ready,
+            shared=shared,
+            shared_lock=lock,
+        )
         for ready in readies
     ]
     for ready in readies:
@@ -217,7 +228,7 @@ def traffic(
         cpu_s=broker.cpu_s() - cpu0,
         peak_rss_kib=broker.status("VmHWM"),
     )
-    expected = each * consumers
+    expected = each * consumers if topic_fanout else total
     if received < expected:
         measure.note = f"only {received} of {expected} received"
     if sync or tx_batch:

@@ -17,6 +17,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from multiprocessing.synchronize import Barrier, Event
+from typing import Any
 
 PIPELINE = 64
 """Frames per socket write for pipelined (asynchronous) sends."""
@@ -132,10 +133,14 @@ def consume(
     ready: Event,
     prefetch: int = 1000,
     idle_timeout_s: float = 60.0,
+    shared: Any = None,
+    shared_lock: Any = None,
 ) -> ConsumerResult:
     """Subscribe (auto ack) once per destination, each on its own connection, and read until
     every subscription has ``count_each`` messages. Topic subscriptions are separate
-    connections so fan-out is real."""
+    connections so fan-out is real. Competing consumers of one queue pass a ``shared``
+    counter (a manager Value, with its lock) and ``count_each`` = the total: each stops when
+    all of them together have the total, however the broker spread the messages."""
     selector = selectors.DefaultSelector()
     remaining: dict[socket.socket, int] = {}
     for i, destination in enumerate(destinations):
@@ -154,10 +159,16 @@ def consume(
     first = 0.0
     last = time.monotonic()
     while any(remaining.values()):
-        events = selector.select(timeout=1.0)
+        events = selector.select(timeout=0.2)
         now = time.monotonic()
-        if not events and now - last > idle_timeout_s:
-            break
+        if not events:
+            if now - last > idle_timeout_s:
+                break
+            if shared is not None:
+                with shared_lock:
+                    if shared.value >= count_each:
+                        break
+            continue
         for key, _ in events:
             sock = key.fileobj
             assert isinstance(sock, socket.socket)
@@ -169,8 +180,15 @@ def consume(
                 first = now
             last = now
             frames = chunk.count(b"\x00")
-            remaining[sock] = max(remaining[sock] - frames, 0)
             received += frames
+            if shared is not None:
+                with shared_lock:
+                    shared.value += frames
+                    together = shared.value
+                left = max(count_each - together, 0)
+                remaining = dict.fromkeys(remaining, left)
+            else:
+                remaining[sock] = max(remaining[sock] - frames, 0)
             tail = chunk.rfind(b"\nts:")
             if tail >= 0:
                 end = chunk.find(b"\n", tail + 4)

@@ -32,6 +32,7 @@ from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.queue import Queue
 from dovecote.broker.regions import Regions, now_ms
 from dovecote.broker.topic import TopicSubscription
+from dovecote.broker.usage import Usage
 from dovecote.core.commands import (
     AckType,
     Command,
@@ -286,6 +287,39 @@ class Broker:
         if command.flow_control:
             await self.regions.admit(message)
         await self.regions.route([message])
+
+    async def admit_send(self, connection_id: ConnectionId, command: SendMessage) -> None:
+        """The first half of a pipelined send (a persistent send nobody waits for): check
+        it and apply flow control now, so that the connection's reading waits while the
+        broker is full, and leave the store write to ``route_admitted``. Transports call
+        the two halves in order for each send and may run several second halves at once;
+        group commit then shares one fsync among them, and their enqueue order is the
+        order of their writes."""
+        if connection_id not in self._connections:
+            raise BrokerError(f"connection {connection_id} is not open")
+        message = command.message
+        for destination in message.destination.components():
+            self._check_usable(destination)
+        if command.flow_control:
+            await self.regions.admit(message)
+
+    def has_headroom(self, message: Message, margin: int) -> bool:
+        """True when every usage ``message`` weighs on has ``margin`` bytes to spare: a
+        transport may then admit it before the sends it has under way are charged."""
+        regions = self.regions
+        usages = [regions.memory_usage(d) for d in message.destination.components()]
+        if message.persistent:
+            usages.append(regions.usage.store)
+        for usage in usages:
+            current: Usage | None = usage
+            while current is not None:
+                if current.limit > 0 and current.used + margin >= current.limit:
+                    return False
+                current = current.parent
+        return True
+
+    async def route_admitted(self, command: SendMessage) -> None:
+        await self.regions.route([command.message])
 
     async def publish(self, message: Message) -> None:
         """Send on the broker's own behalf (the admin API), under producer flow control."""

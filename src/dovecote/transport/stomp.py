@@ -2,8 +2,11 @@
 
 Each connection runs one task that reads bytes, parses frames and awaits the broker for
 each in turn, so a RECEIPT is written only after the broker finished the frame's commands
-(a persistent send: after the store has it). Dispatches arrive through a synchronous sink and
-are written straight to the socket buffer. Heart-beats (SPEC P1): a ticker writes an EOL when
+(a persistent send: after the store has it). The exception is a persistent SEND without a
+receipt: it is admitted (flow control) in turn, but its store write and routing run in a task
+while the next frames are read, so that a producer's stream of such sends shares fsyncs;
+any other frame first waits for those tasks, in order. Dispatches arrive through a
+synchronous sink and are written straight to the socket buffer. Heart-beats (SPEC P1): a ticker writes an EOL when
 we owe one, and a watchdog drops a client that has been silent longer than the negotiated
 interval times the grace factor. Any protocol or broker error ends the connection with an
 ERROR frame; other connections never notice.
@@ -15,16 +18,20 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from dovecote.broker.broker import Broker
-from dovecote.core.commands import MessageDispatch
+from dovecote.core.commands import MessageDispatch, SendMessage
 from dovecote.core.errors import BrokerError, DovecoteError, ProtocolError
 from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
-from dovecote.protocol.stomp.converter import StompConverter
+from dovecote.protocol.stomp.converter import StompConverter, StompRequest
 from dovecote.transport.listener import READ_CHUNK, Listener
 
 log = logging.getLogger("dovecote.stomp")
+
+MAX_PIPELINED_SENDS = 512
+"""Persistent sends without a receipt whose store writes may be under way at once."""
 
 CONNECT_TIMEOUT_S = 30.0
 """A client that sends no CONNECT within this time is dropped (ActiveMQ's connect timeout)."""
@@ -83,6 +90,8 @@ class StompConnection:
         self._last_read = time.monotonic()
         self._last_write = time.monotonic()
         self._timers: list[asyncio.Task[None]] = []
+        self._pipelined: deque[tuple[asyncio.Task[None], int]] = deque()
+        self._pipelined_bytes = 0
 
     async def run(self) -> None:
         log.debug("STOMP connection %s from %s", self.connection_id, self.peer)
@@ -95,6 +104,9 @@ class StompConnection:
         finally:
             for timer in self._timers:
                 timer.cancel()
+            # Sends already accepted are stored and routed even when the client is gone.
+            with contextlib.suppress(DovecoteError):
+                await self._settle_pipelined(0)
             if self._registered:
                 await self.broker.remove_connection(self.connection_id)
             self.writer.close()
@@ -133,6 +145,24 @@ class StompConnection:
     async def _handle(self, frame: Frame) -> bool:
         """Run one frame; False when the connection should now close."""
         request = self.converter.on_frame(frame)
+        if self._pipelinable(request):
+            # A persistent SEND without a receipt: nobody waits for its store write, so the
+            # next frames are read while it is under way, and many share one fsync.
+            send = request.commands[0]
+            assert isinstance(send, SendMessage)
+            size = send.message.size
+            # Sends under way are not charged to the usages yet: near a limit, let them
+            # land first so that flow control sees the truth.
+            if not self.broker.has_headroom(send.message, self._pipelined_bytes + size):
+                await self._settle_pipelined(0)
+            await self.broker.admit_send(self.connection_id, send)
+            task = asyncio.create_task(self.broker.route_admitted(send))
+            self._pipelined.append((task, size))
+            self._pipelined_bytes += size
+            await self._settle_pipelined(MAX_PIPELINED_SENDS)
+            return True
+        # Anything else runs after the sends before it (a RECEIPT covers them all).
+        await self._settle_pipelined(0)
         if request.connect is not None:
             self.broker.add_connection(request.connect, self._on_dispatch)
             self._registered = True
@@ -147,6 +177,26 @@ class StompConnection:
             await self.writer.drain()
             return False
         return True
+
+    @staticmethod
+    def _pipelinable(request: StompRequest) -> bool:
+        if request.reply is not None or len(request.commands) != 1:
+            return False
+        command = request.commands[0]
+        return (
+            isinstance(command, SendMessage)
+            and command.message.persistent
+            and command.transaction_id is None
+            and command.message.reply_to is None
+        )
+
+    async def _settle_pipelined(self, keep: int) -> None:
+        """Wait for pipelined sends, oldest first, until at most ``keep`` are under way;
+        a failed one raises its error here (and the connection ends with an ERROR)."""
+        while len(self._pipelined) > keep:
+            task, size = self._pipelined.popleft()
+            self._pipelined_bytes -= size
+            await task
 
     async def _fail(self, error: DovecoteError, frame: Frame | None) -> None:
         log.info("STOMP connection %s: %s", self.connection_id, error)

@@ -6,9 +6,9 @@ each in turn, so a RECEIPT is written only after the broker finished the frame's
 receipt: it is admitted (flow control) in turn, but its store write and routing run in a task
 while the next frames are read, so that a producer's stream of such sends shares fsyncs;
 any other frame first waits for those tasks, in order. Dispatches arrive through a
-synchronous sink and are written straight to the socket buffer. Heart-beats (SPEC P1): a ticker writes an EOL when
-we owe one, and a watchdog drops a client that has been silent longer than the negotiated
-interval times the grace factor. Any protocol or broker error ends the connection with an
+synchronous sink and are written straight to the socket buffer. Heart-beats (SPEC P1): a
+ticker writes an EOL when we owe one, and a watchdog drops a client that has been silent
+longer than the negotiated interval times the grace factor. Any protocol or broker error ends the connection with an
 ERROR frame; other connections never notice.
 """
 

@@ -8,8 +8,8 @@ while the next frames are read, so that a producer's stream of such sends shares
 any other frame first waits for those tasks, in order. Dispatches arrive through a
 synchronous sink and are written straight to the socket buffer. Heart-beats (SPEC P1): a
 ticker writes an EOL when we owe one, and a watchdog drops a client that has been silent
-longer than the negotiated interval times the grace factor. Any protocol or broker error ends the connection with an
-ERROR frame; other connections never notice.
+longer than the negotiated interval times the grace factor. Any protocol or broker error ends
+the connection with an ERROR frame; other connections never notice.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from dovecote.protocol.openwire import (
 )
 from dovecote.protocol.openwire.converter import OpenWireConverter, OpenWireRequest
 from dovecote.protocol.openwire.schema import KEEP_ALIVE_INFO, WIRE_FORMAT_INFO
-from dovecote.transport.listener import READ_CHUNK, Listener
+from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener
 
 log = logging.getLogger("dovecote.openwire")
 
@@ -76,6 +76,7 @@ class OpenWireConnection:
         self.settings = settings
         self.reader = reader
         self.writer = writer
+        self.out = BatchedWriter(writer)
         self.frames = FrameReader(settings.max_frame_size)
         self.marshaller = Marshaller()
         self.converter = OpenWireConverter(
@@ -88,7 +89,6 @@ class OpenWireConnection:
         self._negotiated = False
         self._registered: ConnectionId | None = None
         self._last_read = time.monotonic()
-        self._last_write = time.monotonic()
         self._timers: list[asyncio.Task[None]] = []
 
     async def run(self) -> None:
@@ -103,7 +103,7 @@ class OpenWireConnection:
                 timer.cancel()
             if self._registered is not None:
                 await self.broker.remove_connection(self._registered)
-            self.writer.close()
+            self.out.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await self.writer.wait_closed()
 
@@ -131,13 +131,13 @@ class OpenWireConnection:
                 except ProtocolError as exc:
                     log.info("OpenWire connection %s: %s", self.converter.connection_id, exc)
                     self._write(self.converter.error_response(exc, None))
-                    await self.writer.drain()
+                    await self.out.drain()
                     return
                 except DovecoteError as exc:
                     # The command failed; the connection goes on (as ActiveMQ's does).
                     log.debug("OpenWire command failed: %s", exc)
                     self._write(self.converter.error_response(exc, structure))
-            await self.writer.drain()
+            await self.out.drain()
 
     async def _handle(self, structure: Structure) -> bool:
         if structure.type == WIRE_FORMAT_INFO:
@@ -190,10 +190,7 @@ class OpenWireConnection:
         self._write(self.converter.on_dispatch(dispatch))
 
     def _write(self, structure: Structure) -> None:
-        if self.writer.is_closing():
-            return
-        self.writer.write(self.marshaller.frame(structure))
-        self._last_write = time.monotonic()
+        self.out.write(self.marshaller.frame(structure))
 
     # -- inactivity ------------------------------------------------------------------------
 
@@ -205,7 +202,7 @@ class OpenWireConnection:
     async def _keep_alive(self, every: float) -> None:
         while not self.writer.is_closing():
             await asyncio.sleep(every)
-            if time.monotonic() - self._last_write >= every * 0.9:
+            if time.monotonic() - self.out.last_write >= every * 0.9:
                 self._write(Structure(KEEP_ALIVE_INFO, {"commandId": 0}))
 
     async def _watch(self, interval: float, initial_delay: float) -> None:

@@ -26,7 +26,7 @@ from dovecote.core.commands import MessageDispatch, SendMessage
 from dovecote.core.errors import BrokerError, DovecoteError, ProtocolError
 from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
 from dovecote.protocol.stomp.converter import StompConverter, StompRequest
-from dovecote.transport.listener import READ_CHUNK, Listener
+from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener
 
 log = logging.getLogger("dovecote.stomp")
 
@@ -78,6 +78,7 @@ class StompConnection:
         self.settings = settings
         self.reader = reader
         self.writer = writer
+        self.out = BatchedWriter(writer)
         self.connection_id = broker.ids.next_connection_id()
         self.converter = StompConverter(self.connection_id, settings.heartbeat_ms)
         self.parser = FrameParser(
@@ -88,7 +89,6 @@ class StompConnection:
         self.peer = writer.get_extra_info("peername")
         self._registered = False
         self._last_read = time.monotonic()
-        self._last_write = time.monotonic()
         self._timers: list[asyncio.Task[None]] = []
         self._pipelined: deque[tuple[asyncio.Task[None], int]] = deque()
         self._pipelined_bytes = 0
@@ -109,7 +109,7 @@ class StompConnection:
                 await self._settle_pipelined(0)
             if self._registered:
                 await self.broker.remove_connection(self.connection_id)
-            self.writer.close()
+            self.out.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await self.writer.wait_closed()
             log.debug("STOMP connection %s closed", self.connection_id)
@@ -140,7 +140,7 @@ class StompConnection:
             except (ProtocolError, BrokerError, DovecoteError) as exc:
                 await self._fail(exc, frame)
                 return
-            await self.writer.drain()
+            await self.out.drain()
 
     async def _handle(self, frame: Frame) -> bool:
         """Run one frame; False when the connection should now close."""
@@ -174,7 +174,7 @@ class StompConnection:
             self._write(request.reply)
         if request.close:
             self._registered = False  # DISCONNECT already removed it from the broker
-            await self.writer.drain()
+            await self.out.drain()
             return False
         return True
 
@@ -202,7 +202,7 @@ class StompConnection:
         log.info("STOMP connection %s: %s", self.connection_id, error)
         self._write(self.converter.error_frame(error, frame))
         with contextlib.suppress(ConnectionError):
-            await self.writer.drain()
+            await self.out.drain()
 
     def _on_dispatch(self, dispatch: MessageDispatch) -> None:
         frame = self.converter.on_dispatch(dispatch)
@@ -210,10 +210,7 @@ class StompConnection:
             self._write(frame)
 
     def _write(self, frame: Frame) -> None:
-        if self.writer.is_closing():
-            return
-        self.writer.write(encode_frame(frame, self.converter.version))
-        self._last_write = time.monotonic()
+        self.out.write(encode_frame(frame, self.converter.version))
 
     # -- heart-beats -----------------------------------------------------------------------
 
@@ -234,9 +231,8 @@ class StompConnection:
     async def _send_heartbeats(self, interval: float) -> None:
         while not self.writer.is_closing():
             await asyncio.sleep(interval)
-            if time.monotonic() - self._last_write >= interval * 0.9:
-                self.writer.write(b"\n")
-                self._last_write = time.monotonic()
+            if time.monotonic() - self.out.last_write >= interval * 0.9:
+                self.out.write(b"\n")
 
     async def _watch_silence(self, limit: float) -> None:
         while not self.writer.is_closing():

@@ -273,3 +273,37 @@ def test_stream_from_a_queue_into_another(
     with ConnectionFactory(url).create_connection() as connection:
         got = [m.body for m in connection.create_session().browse(queue(target))]
     assert sorted(got) == sorted(f"order-{i}" for i in range(120))  # type: ignore[type-var]
+
+
+def test_stream_from_a_topic_through_a_durable_subscription(
+    spark: Any, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """A topic is read through a durable subscription the query creates at its start:
+    what is published afterwards reaches the sink once, and the subscription is drained."""
+    from dovecote.core.destinations import topic
+
+    name = f"news.{uuid.uuid4().hex[:8]}"
+    url = url_of(broker)
+    sink = tmp_path / "sink"
+    query = (
+        spark.readStream.format("dovecote").option("url", url)
+        .option("destination", f"topic://{name}").option("clientId", "spark-test")
+        .option("subscriptionName", name).load()
+        .writeStream.format("parquet").option("path", str(sink))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="500 milliseconds").start()
+    )  # fmt: skip
+    try:
+        with StreamClient(url, topic(name), "spark-test", name) as stream:
+            until(lambda: stream.plan(after=0).count == 0 and query.isActive, "the subscription")
+            with ConnectionFactory(url).create_connection() as connection:
+                producer = connection.create_session().create_producer(topic(name))
+                for i in range(30):
+                    producer.send(Message(f"order-{i}"))
+            until(lambda: len(committed_rows(sink)) >= 30, "30 rows")
+            until(lambda: stream.plan(after=0).count == 0, "the subscription to be drained")
+    finally:
+        query.stop()
+    rows = committed_rows(sink)
+    assert sorted(r["text"] for r in rows) == sorted(f"order-{i}" for i in range(30))
+    assert {r["destination"] for r in rows} == {f"topic://{name}"}

@@ -143,6 +143,9 @@ def test_exactly_once_across_a_killed_broker(tmp_path: Path) -> None:
             until(lambda: driver.alive() and committed_batches(sink) >= 2, "two batches")
             broker.process.kill()  # kill -9 the broker mid-stream
             broker.process.wait()
+            # Restart only once the query has met the dead broker (and is retrying).
+            until(lambda: "stream request failed" in driver.log.read_text(errors="replace"),
+                  "the driver to notice the broker is gone")  # fmt: skip
         with running_broker(workdir=store, openwire_port=port):
             send_numbered(url, name, 500, 800)
             until(lambda: driver.alive() and len(committed_rows(sink)) >= 800, "800 rows")

@@ -64,12 +64,14 @@ class StreamClient:
         )
         self.url = url
         self.retry_for_s = RETRY_FOR_S
-        self._connect()
+        self.connection: Connection | None = None
+        self._retrying(self._connect)
 
     def _connect(self) -> None:
-        self.connection: Connection = ConnectionFactory(self.url).create_connection()
-        self._session = self.connection.create_session()
+        connection = ConnectionFactory(self.url).create_connection()
+        self._session = connection.create_session()
         self._producer = self._session.create_producer()
+        self.connection = connection
 
     def _retrying(self, request: Callable[[], T]) -> T:
         """Plans and commits are idempotent: across a broker restart, reconnect and ask
@@ -83,15 +85,19 @@ class StreamClient:
                 if time.monotonic() + delay > deadline or _is_refusal(exc):
                     raise
                 log.warning("stream request failed (%s); reconnecting in %.1fs", exc, delay)
-                with contextlib.suppress(Exception):
-                    self.connection.close()
+                if self.connection is not None:
+                    with contextlib.suppress(Exception):
+                        self.connection.close()
+                    self.connection = None
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
-                with contextlib.suppress(JMSError, TransportClosedError, OSError):
-                    self._connect()
+                if request != self._connect:
+                    with contextlib.suppress(JMSError, TransportClosedError, OSError):
+                        self._connect()
 
     def close(self) -> None:
-        self.connection.close()
+        if self.connection is not None:
+            self.connection.close()
 
     def __enter__(self) -> StreamClient:
         return self
@@ -147,11 +153,19 @@ class StreamClient:
         return Plan(int(body["end"]), int(body["count"]), bounds)
 
     def read(self, after: int, up_to: int) -> Iterator[Message]:
-        """The messages with after < sequence <= up_to, in order; nothing is consumed."""
-        for message in self._ask("Range", after=after, upTo=up_to):
-            if message.properties.get(END):
-                return
-            yield message
+        """The messages with after < sequence <= up_to, in order; nothing is consumed.
+        The range is collected before it is handed out, so a broker restart in the middle
+        (reconnect, ask again) never yields a message twice."""
+
+        def read_range() -> list[Message]:
+            got: list[Message] = []
+            for message in self._ask("Range", after=after, upTo=up_to):
+                if message.properties.get(END):
+                    break
+                got.append(message)
+            return got
+
+        yield from self._retrying(read_range)
 
     def commit(self, up_to: int) -> int:
         """Remove everything up to ``up_to``; returns how many messages that removed."""

@@ -22,7 +22,7 @@ from dovecote.client.streams import StreamClient
 from dovecote.core.destinations import queue
 from spark.sink import committed_batches, committed_rows
 
-pyspark = pytest.importorskip("pyspark")
+# Spark's Python workers must run this interpreter (the one with pyarrow and dovecote).
 os.environ["PYSPARK_PYTHON"] = sys.executable
 
 DRIVER = Path(__file__).parent.parent / "spark" / "driver.py"

@@ -186,7 +186,7 @@ class Regions:
         for original in messages:
             for destination in original.destination.components():
                 if destination.is_queue:
-                    message = replace(original, destination=destination, sequence=sequencer.next())
+                    message = original.routed(destination, sequencer.next())
                     to_queues.append(message)
                     if message.persistent:
                         ops.append(AddMessage(message))

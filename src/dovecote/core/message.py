@@ -72,6 +72,18 @@ class Message:
         """An estimate of the memory the message holds, for usage limits and windows."""
         return 256 + len(self.body) + 32 * len(self.properties)
 
+    def routed(self, destination: Destination, sequence: int) -> Message:
+        """This message as the broker enqueues it: on one destination, with its sequence
+        number. The same as ``replace(self, destination=..., sequence=...)`` at half the cost
+        (it runs once per message routed; a unit test keeps the two equal)."""
+        return Message(
+            self.message_id, destination, self.body, self.body_type, self.persistent,
+            self.priority, self.timestamp, self.expiration, self.correlation_id,
+            self.reply_to, self.type, self.group_id, self.group_seq, self.producer_id,
+            self.connection_id, self.user_id, self.redelivery_counter,
+            self.original_destination, self.properties, self.data_structure, sequence,
+        )  # fmt: skip
+
     def with_redelivery(self, counter: int) -> Message:
         return replace(self, redelivery_counter=counter)
 

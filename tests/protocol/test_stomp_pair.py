@@ -154,3 +154,28 @@ async def test_stomp_1_0_message_headers_carry_no_raw_line_feed(broker: Broker) 
     (message,) = client.messages()
     assert message.get("note") == "two lines"
     assert b"two\nlines" not in encode_frame(message, "1.0")
+
+
+async def test_encoded_dispatch_is_the_frame_for_every_subscriber(broker: Broker) -> None:
+    """encode_dispatch shares the encoding of a topic message among subscribers: the bytes
+    each gets are still exactly its own frame, whatever its version and subscription id."""
+    sender = await connected(broker, "sender")
+    receivers = [
+        await connected(broker, f"r{i}", version=("1.0", "1.1", "1.2")[i % 3]) for i in range(5)
+    ]
+    encoded: dict[int, list[bytes]] = {i: [] for i in range(5)}
+    for i, receiver in enumerate(receivers):
+        original = receiver.converter
+
+        def capture(dispatch: object, i: int = i, converter: StompConverter = original) -> None:
+            frame = converter.on_dispatch(dispatch)  # type: ignore[arg-type]
+            data = converter.encode_dispatch(dispatch)  # type: ignore[arg-type]
+            assert frame is not None and data == encode_frame(frame, converter.version)
+            encoded[i].append(data)
+
+        receiver._dispatch = capture  # type: ignore[method-assign]
+        broker._connections[receiver.converter.connection_id].sink = capture
+        await receiver.frame("SUBSCRIBE", destination="/topic/news", id=f"sub:{i}\\x")
+    await sender.frame("SEND", b"one", destination="/topic/news", colour="r:ed")
+    await sender.frame("SEND", b"two", destination="/topic/news", reply_to="/queue/replies")
+    assert all(len(frames) == 2 for frames in encoded.values())

@@ -205,9 +205,9 @@ class StompConnection:
             await self.out.drain()
 
     def _on_dispatch(self, dispatch: MessageDispatch) -> None:
-        frame = self.converter.on_dispatch(dispatch)
-        if frame is not None:
-            self._write(frame)
+        data = self.converter.encode_dispatch(dispatch)
+        if data is not None:
+            self.out.write(data)
 
     def _write(self, frame: Frame) -> None:
         self.out.write(encode_frame(frame, self.converter.version))

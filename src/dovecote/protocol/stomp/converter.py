@@ -53,7 +53,7 @@ from dovecote.core.errors import (
 )
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
 from dovecote.core.message import BodyType, Message, PropertyValue
-from dovecote.protocol.stomp.frames import Frame
+from dovecote.protocol.stomp.frames import Frame, encode_frame, escape_header
 
 SUPPORTED_VERSIONS: Final = ("1.0", "1.1", "1.2")
 SERVER_NAME: Final = "dovecote/0.1.0"
@@ -416,6 +416,7 @@ class StompConverter:
     # -- broker to client ------------------------------------------------------------------
 
     def on_dispatch(self, dispatch: MessageDispatch) -> Frame | None:
+        """The MESSAGE frame for a dispatch; its first header is the subscription id."""
         sub = self._subs_by_consumer.get(dispatch.consumer_id)
         if sub is None:
             return None  # the client unsubscribed while this was on its way
@@ -431,6 +432,29 @@ class StompConverter:
         if sub.ack_mode != "auto":
             sub.unacked[message.message_id] = None
         return Frame("MESSAGE", tuple(self._message_headers(sub.id, message)), message.body)
+
+    def encode_dispatch(self, dispatch: MessageDispatch) -> bytes | None:
+        """``on_dispatch`` as bytes. A topic message goes to many subscribers, whose MESSAGE
+        frames differ only in the first header (the subscription id): the rest is encoded
+        once and kept for the next subscriber of the same message (one slot, shared by the
+        connections; the event loop is single-threaded)."""
+        frame = self.on_dispatch(dispatch)
+        if frame is None:
+            return None
+        message = dispatch.message
+        if message is None or _has_temporary(message):
+            # Temporary destinations are named per connection: nothing to share.
+            return encode_frame(frame, self.version)
+        head = b"MESSAGE\nsubscription:" + self._escaped(frame.headers[0][1]) + b"\n"
+        cache = _tail_cache
+        if cache.message is not message or cache.version != self.version:
+            encoded = encode_frame(frame, self.version)
+            cache.message, cache.version, cache.tail = message, self.version, encoded[len(head) :]
+            return encoded
+        return head + cache.tail
+
+    def _escaped(self, value: str) -> bytes:
+        return (value if self.version == "1.0" else escape_header(value, self.version)).encode()
 
     def _message_headers(self, sub_id: str, message: Message) -> Iterator[tuple[str, str]]:
         yield "subscription", sub_id
@@ -539,3 +563,24 @@ def _property_text(value: PropertyValue) -> str:
     if isinstance(value, bytes):
         return value.hex()
     return "" if value is None else str(value)
+
+
+class _TailCache:
+    """The last message encoded for a subscriber, and its frame after the first header."""
+
+    __slots__ = ("message", "tail", "version")
+
+    def __init__(self) -> None:
+        self.message: Message | None = None
+        self.version = ""
+        self.tail = b""
+
+
+_tail_cache = _TailCache()
+
+
+def _has_temporary(message: Message) -> bool:
+    return any(
+        d is not None and d.is_temporary
+        for d in (message.destination, message.reply_to, message.original_destination)
+    )

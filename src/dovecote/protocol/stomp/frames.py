@@ -96,6 +96,11 @@ def _unescape(text: str, version: str) -> str:
     return "".join(out)
 
 
+def escape_header(text: str, version: str) -> str:
+    """A header name or value as STOMP 1.1/1.2 write it."""
+    return _escape(text, version)
+
+
 def _escape(text: str, version: str) -> str:
     # Most values need nothing: four scans in C beat four copies.
     if "\\" not in text and "\n" not in text and ":" not in text and "\r" not in text:

@@ -217,3 +217,36 @@ async def test_disk_syncs_off_never_fsyncs(tmp_path: Path, monkeypatch: pytest.M
         await store.write([AddMessage(msg(i))])
     assert calls == []
     await store.stop()
+
+
+async def test_fast_fsyncs_run_in_the_loop_slow_ones_in_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data files sync in the event loop while fsyncs are fast, and in a worker thread
+    once they average over the limit (a slow disk must not stall every connection)."""
+    import os
+    import threading
+
+    from dovecote.store.journal import datafiles
+    from dovecote.store.journal.records import encode_batch
+
+    threads: list[int] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        threads.append(threading.get_ident())
+        real_fsync(fd)
+
+    monkeypatch.setattr(datafiles.os, "fsync", recording_fsync)
+    files = datafiles.DataFiles(tmp_path, 1 << 20)
+    files.open_for_append()
+    files.append(encode_batch([]))
+    threads.clear()
+    await files.sync(True)
+    files.sync_cost_s = 10 * datafiles.INLINE_SYNC_LIMIT_S  # as if the disk were slow
+    files.append(encode_batch([]))
+    await files.sync(True)
+    files.close()
+    loop_thread = threading.get_ident()
+    assert len(threads) == 2
+    assert threads[0] == loop_thread and threads[1] != loop_thread

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,10 @@ from dovecote.store.journal.records import (
 log = logging.getLogger("dovecote.store.journal")
 
 _NAME = re.compile(r"^db-(\d+)\.log$")
+
+
+INLINE_SYNC_LIMIT_S = 0.001
+"""fsyncs faster than this (on average) run in the event loop, slower ones in a thread."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -45,6 +50,8 @@ class DataFiles:
         self._fd = -1
         self.current_id = 0
         self.position = 0
+        self.sync_cost_s = 0.0
+        """A moving average of how long an fsync takes here."""
 
     def path(self, file_id: int) -> Path:
         return self.directory / f"db-{file_id}.log"
@@ -85,14 +92,27 @@ class DataFiles:
         return location
 
     async def sync(self, disk_syncs: bool) -> None:
-        """Make everything appended since the last call durable: one fsync per file written,
-        in a worker thread so the event loop goes on (skipped when disk syncs are off)."""
+        """Make everything appended since the last call durable: one fsync per file written
+        (skipped when disk syncs are off).
+
+        A fast fsync runs right here in the event loop: handing it to a worker thread and
+        back costs more than the fsync itself on a fast disk (measured on a 2-core machine:
+        sync sends from one producer went from ~1,000 to ~1,400/s, from eight from ~2,950
+        to ~3,650/s). A slow disk must not stall every connection, so once fsyncs average
+        over ``INLINE_SYNC_LIMIT_S`` they move to a worker thread (and back if they speed
+        up again)."""
         fds = [self._fd if f == self.current_id else self._reader(f) for f in self._dirty]
         self._dirty.clear()
-        if disk_syncs:
-            loop = asyncio.get_running_loop()
-            for fd in fds:
-                await loop.run_in_executor(None, os.fsync, fd)
+        if not disk_syncs:
+            return
+        for fd in fds:
+            started = time.perf_counter()
+            if self.sync_cost_s < INLINE_SYNC_LIMIT_S:
+                os.fsync(fd)
+            else:
+                await asyncio.get_running_loop().run_in_executor(None, os.fsync, fd)
+            cost = time.perf_counter() - started
+            self.sync_cost_s = 0.9 * self.sync_cost_s + 0.1 * cost
 
     @property
     def head(self) -> Location:

@@ -222,8 +222,8 @@ async def test_disk_syncs_off_never_fsyncs(tmp_path: Path, monkeypatch: pytest.M
 async def test_fast_fsyncs_run_in_the_loop_slow_ones_in_a_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The data files sync in the event loop while fsyncs are fast, and in a worker thread
-    once they average over the limit (a slow disk must not stall every connection)."""
+    """The data files sync in the event loop while fsyncs are fast and groups small, and in
+    a worker thread for a big group or once fsyncs average over the limit."""
     import os
     import threading
 
@@ -243,10 +243,12 @@ async def test_fast_fsyncs_run_in_the_loop_slow_ones_in_a_thread(
     files.append(encode_batch([]))
     threads.clear()
     await files.sync(True)
+    files.append(b"x" * (datafiles.INLINE_SYNC_MAX_BYTES + 1))  # a big group
+    await files.sync(True)
     files.sync_cost_s = 10 * datafiles.INLINE_SYNC_LIMIT_S  # as if the disk were slow
     files.append(encode_batch([]))
     await files.sync(True)
     files.close()
     loop_thread = threading.get_ident()
-    assert len(threads) == 2
-    assert threads[0] == loop_thread and threads[1] != loop_thread
+    assert len(threads) == 3
+    assert threads[0] == loop_thread and loop_thread not in threads[1:]

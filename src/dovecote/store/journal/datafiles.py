@@ -30,6 +30,8 @@ _NAME = re.compile(r"^db-(\d+)\.log$")
 
 INLINE_SYNC_LIMIT_S = 0.001
 """fsyncs faster than this (on average) run in the event loop, slower ones in a thread."""
+INLINE_SYNC_MAX_BYTES = 64 * 1024
+"""... and only for groups of at most this many bytes."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -52,6 +54,7 @@ class DataFiles:
         self.position = 0
         self.sync_cost_s = 0.0
         """A moving average of how long an fsync takes here."""
+        self._unsynced = 0
 
     def path(self, file_id: int) -> Path:
         return self.directory / f"db-{file_id}.log"
@@ -88,6 +91,7 @@ class DataFiles:
         while written < len(record):  # a short write to a regular file is rare; finish it
             written += os.write(self._fd, record[written:])
         self.position += len(record)
+        self._unsynced += len(record)
         self._dirty.add(self.current_id)
         return location
 
@@ -100,14 +104,19 @@ class DataFiles:
         sync sends from one producer went from ~1,000 to ~1,400/s, from eight from ~2,950
         to ~3,650/s). A slow disk must not stall every connection, so once fsyncs average
         over ``INLINE_SYNC_LIMIT_S`` they move to a worker thread (and back if they speed
-        up again)."""
+        up again). A group of more than ``INLINE_SYNC_MAX_BYTES`` always goes to the
+        thread."""
         fds = [self._fd if f == self.current_id else self._reader(f) for f in self._dirty]
         self._dirty.clear()
+        # A big group (large messages) takes longer to sync, and meanwhile the loop can
+        # read the next group's frames: that one goes to a thread whatever the average.
+        inline = self._unsynced <= INLINE_SYNC_MAX_BYTES
+        self._unsynced = 0
         if not disk_syncs:
             return
         for fd in fds:
             started = time.perf_counter()
-            if self.sync_cost_s < INLINE_SYNC_LIMIT_S:
+            if inline and self.sync_cost_s < INLINE_SYNC_LIMIT_S:
                 os.fsync(fd)
             else:
                 await asyncio.get_running_loop().run_in_executor(None, os.fsync, fd)

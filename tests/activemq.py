@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ports import free_port
+
 HOME = Path("/usr/share/activemq")
 PACKAGED_CONF = Path("/etc/activemq/instances-available/main")
 READY_TIMEOUT_S = 90.0
@@ -36,12 +38,6 @@ def classpath() -> str:
     return ":".join(jars)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def accepts(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -60,7 +56,7 @@ def running_activemq(base: Path | None = None, openwire_port: int = 0) -> Iterat
         for item in PACKAGED_CONF.iterdir():
             shutil.copy(item, base / item.name)
         (base / "data").mkdir(exist_ok=True)
-        openwire, stomp = openwire_port or _free_port(), _free_port()
+        openwire, stomp = openwire_port or free_port(), free_port()
         conf = base / "activemq.xml"
         xml = conf.read_text().replace(
             '<transportConnector name="openwire" uri="tcp://127.0.0.1:61616"/>',

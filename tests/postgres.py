@@ -7,12 +7,13 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from ports import free_port
 
 
 def _binary(name: str) -> str:
@@ -23,12 +24,6 @@ def _binary(name: str) -> str:
     if not candidates:
         raise RuntimeError(f"PostgreSQL's {name} is not installed (make test installs it)")
     return candidates[-1]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _as_postgres(cmd: list[str]) -> list[str]:
@@ -44,7 +39,7 @@ def postgres_server() -> Iterator[str]:
     if os.geteuid() == 0:
         shutil.chown(root, "postgres")
         shutil.chown(data, "postgres")
-    port = _free_port()
+    port = free_port()
     subprocess.run(
         _as_postgres([_binary("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"]),
         check=True, capture_output=True,

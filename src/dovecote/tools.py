@@ -171,8 +171,8 @@ def _rows_from_plugin(url: str, kind: str) -> list[dict[str, object]]:
         reply_to = session.create_temporary_queue()
         replies = session.create_consumer(reply_to)
         producer = session.create_producer()
-        for make in (queue, topic):
-            if kind != "all" and make.__name__ != kind:
+        for kind_name, make in (("queue", queue), ("topic", topic)):
+            if kind not in ("all", kind_name):
                 continue
             request = Message(
                 "",
@@ -193,7 +193,7 @@ def _rows_from_plugin(url: str, kind: str) -> list[dict[str, object]]:
                     break
                 stats = reply.body
                 name = str(stats["destinationName"])
-                row: dict[str, object] = {"name": name.split("://", 1)[-1], "type": make.__name__}
+                row: dict[str, object] = {"name": name.split("://", 1)[-1], "type": kind_name}
                 row.update({ours: stats.get(theirs, 0) for ours, theirs in _FROM_PLUGIN.items()})
                 rows.append(row)
     return rows

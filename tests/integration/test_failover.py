@@ -5,7 +5,6 @@ the application twice, and an open transaction in doubt is rolled back with a cl
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -18,12 +17,7 @@ import pytest
 from activemq import running_activemq
 from brokers import running_broker
 from dovecote.client import ConnectionFactory, JMSError, Message
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from ports import free_port
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from brokers import BrokerProcess, running_broker
 from dovecote.client import ConnectionFactory, Message
 from dovecote.client.streams import StreamClient
 from dovecote.core.destinations import queue
+from ports import free_port
 from spark.sink import committed_batches, committed_rows
 
 # Spark's Python workers must run this interpreter (the one with pyarrow and dovecote).
@@ -29,12 +30,9 @@ DRIVER = Path(__file__).parent.parent / "spark" / "driver.py"
 WAIT_S = 180.0
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def browse(url: str, name: str) -> list[Message]:
+    with ConnectionFactory(url).create_connection() as connection:
+        return list(connection.create_session().browse(queue(name)))
 
 
 def url_of(broker: BrokerProcess) -> str:
@@ -133,7 +131,7 @@ def test_exactly_once_across_a_killed_broker(tmp_path: Path) -> None:
     name = f"orders.{uuid.uuid4().hex[:8]}"
     sink, checkpoint, store = tmp_path / "sink", tmp_path / "checkpoint", tmp_path / "broker"
     store.mkdir()
-    port = _free_port()
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     driver: Driver | None = None
     try:
@@ -200,8 +198,7 @@ def test_batch_write_sends_rows_as_messages(spark: Any, broker: BrokerProcess) -
     (df.repartition(2).write.format("dovecote").mode("append").option("url", url_of(broker))
        .option("destination", name).option("propertyColumns", "kind")
        .option("priority", "7").save())  # fmt: skip
-    with ConnectionFactory(url_of(broker)).create_connection() as connection:
-        got = list(connection.create_session().browse(queue(name)))
+    got = browse(url_of(broker), name)
     assert sorted(m.body for m in got) == sorted(f"row-{i}" for i in range(40))  # type: ignore[type-var]
     assert {m.priority for m in got} == {7}
     assert all(m.properties["kind"] == int(str(m.body)[4:]) % 3 for m in got)
@@ -227,8 +224,7 @@ def test_a_failed_write_task_leaves_no_partial_batch(spark: Any, broker: BrokerP
                                     "text string")  # fmt: skip
     failing.write.format("dovecote").mode("append").option("url", url_of(broker)).option(
         "destination", name).save()  # fmt: skip
-    with ConnectionFactory(url_of(broker)).create_connection() as connection:
-        got = [m.body for m in connection.create_session().browse(queue(name))]
+    got = [m.body for m in browse(url_of(broker), name)]
     assert sorted(got) == sorted(f"row-{i}" for i in range(60))  # type: ignore[type-var]
 
 
@@ -244,8 +240,7 @@ def test_a_write_job_that_fails_sends_nothing_from_the_failed_partition(
     with pytest.raises(Exception, match="needs a text, body or value column"):
         failing.write.format("dovecote").mode("append").option("url", url_of(broker)).option(
             "destination", name).save()  # fmt: skip
-    with ConnectionFactory(url_of(broker)).create_connection() as connection:
-        got = [m.body for m in connection.create_session().browse(queue(name))]
+    got = [m.body for m in browse(url_of(broker), name)]
     assert sorted(got) == sorted(f"row-{i}" for i in range(10))  # type: ignore[type-var]
 
 
@@ -264,17 +259,11 @@ def test_stream_from_a_queue_into_another(
         .trigger(processingTime="500 milliseconds").start()
     )  # fmt: skip
     try:
-
-        def moved() -> bool:
-            with ConnectionFactory(url).create_connection() as connection:
-                return len(list(connection.create_session().browse(queue(target)))) >= 120
-
-        until(moved, "120 messages on the target")
+        until(lambda: len(browse(url, target)) >= 120, "120 messages on the target")
         until(drained(url, source), "the source to be drained")
     finally:
         query.stop()
-    with ConnectionFactory(url).create_connection() as connection:
-        got = [m.body for m in connection.create_session().browse(queue(target))]
+    got = [m.body for m in browse(url, target)]
     assert sorted(got) == sorted(f"order-{i}" for i in range(120))  # type: ignore[type-var]
 
 

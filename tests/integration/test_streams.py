@@ -82,3 +82,28 @@ def test_errors_are_answered_and_named(tmp_path: Path) -> None:
             with pytest.raises(JMSError, match="not a number"):
                 stream._map("Offsets", after="soon")
             assert stream.plan(after=0).count == 0  # the connection still serves
+
+
+def test_stream_requests_from_stomp(tmp_path: Path) -> None:
+    """The extension from a STOMP client (stomp.py over a real socket): numbers arrive as
+    header strings, and the answer's entries come back as headers too."""
+    from stompclient import Client
+
+    with running_broker(workdir=tmp_path) as broker, Client(broker.stomp_address) as client:
+        for i in range(4):
+            client.send("/queue/from.stomp", f"s{i}", persistent="true")
+        client.subscribe("/temp-queue/plans")
+        client.send("/queue/dovecote.Stream.Offsets.from.stomp", "", reply__to="/temp-queue/plans",
+                    after="0", maxMessages="3", splits="3")  # fmt: skip
+        plan = client.receive().headers
+        assert plan["count"] == "3"
+        bounds = plan["bounds"].split(",")
+        assert len(bounds) == 4 and bounds[-1] == plan["end"]
+        client.send("/queue/dovecote.Stream.Range.from.stomp", "", reply__to="/temp-queue/plans",
+                    after="0", upTo=plan["end"])  # fmt: skip
+        copies = client.receive_n(4)  # three messages, then the end marker
+        assert [c.body for c in copies[:3]] == ["s0", "s1", "s2"]
+        assert copies[3].headers["dovecoteEnd"] == "true"
+        client.send("/queue/dovecote.Stream.Offsets.from.stomp", "", reply__to="/temp-queue/plans",
+                    after="soon")  # fmt: skip
+        assert "not a number" in client.receive().headers["error"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from dovecote.broker.consumer import release_all
 from dovecote.core.destinations import Destination, destination_matches, queue, topic
-from dovecote.core.message import BodyType, Message
+from dovecote.core.message import BodyType, Message, PropertyValue
 from dovecote.protocol.openwire.primitives import JavaInt, encode_map
 
 if TYPE_CHECKING:
@@ -123,11 +123,15 @@ def destination_stats(broker: Broker, pattern: Destination | None = None) -> lis
     return found
 
 
-def broker_stats(broker: Broker) -> dict[str, object]:
-    """Totals over every destination and the system usages (the plugin's broker fields)."""
-    all_stats = destination_stats(broker)
+def broker_stats(
+    broker: Broker, all_stats: list[DestinationStats] | None = None
+) -> dict[str, object]:
+    """Totals over every destination (``all_stats`` if the caller has them already) and the
+    system usages (the plugin's broker fields)."""
+    if all_stats is None:
+        all_stats = destination_stats(broker)
     usage = broker.regions.usage
-    totals = {
+    return {
         "brokerName": broker.settings.broker_name,
         "size": sum(s.size for s in all_stats),
         "enqueueCount": sum(s.enqueued for s in all_stats),
@@ -145,7 +149,6 @@ def broker_stats(broker: Broker) -> dict[str, object]:
         "tempUsage": usage.temp.used,
         "tempLimit": usage.temp.limit,
     }
-    return totals
 
 
 async def purge(broker: Broker, destination: Destination) -> int:
@@ -164,6 +167,35 @@ async def purge(broker: Broker, destination: Destination) -> int:
 
 
 _reply_ids = count(1)
+
+
+def reply(
+    broker: Broker,
+    request: Message,
+    body: bytes = b"",
+    body_type: BodyType = BodyType.MESSAGE,
+    properties: dict[str, PropertyValue] | None = None,
+    type: str | None = None,
+) -> Message:
+    """A message from the broker itself to a request's reply-to, correlated with it (the
+    statistics plugin's and the stream requests' answers)."""
+    assert request.reply_to is not None
+    return Message(
+        message_id=f"{broker.statistics_producer}:{next(_reply_ids)}",
+        destination=request.reply_to,
+        body=body,
+        body_type=body_type,
+        timestamp=int(time.time() * 1000),
+        type=type,
+        correlation_id=request.correlation_id,
+        properties=properties or {},
+    )
+
+
+def map_reply(
+    broker: Broker, request: Message, body: dict[str, object], type: str | None = None
+) -> Message:
+    return reply(broker, request, encode_map(body), BodyType.MAP, type=type)
 
 
 def statistics_replies(broker: Broker, request: Message) -> list[Message]:
@@ -185,16 +217,4 @@ def statistics_replies(broker: Broker, request: Message) -> list[Message]:
             maps.append({})
     elif name.startswith(BROKER_STATISTICS):
         maps = [broker_stats(broker)]
-    now = int(time.time() * 1000)
-    return [
-        Message(
-            message_id=f"{broker.statistics_producer}:{next(_reply_ids)}",
-            destination=reply_to,
-            body=encode_map(body),
-            body_type=BodyType.MAP,
-            timestamp=now,
-            type="Advisory",
-            correlation_id=request.correlation_id,
-        )
-        for body in maps
-    ]
+    return [map_reply(broker, request, body, type="Advisory") for body in maps]

@@ -30,11 +30,10 @@ ranges.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
-from itertools import count
 from typing import TYPE_CHECKING
 
+from dovecote.broker import stats
 from dovecote.broker.consumer import Entry, release_all
 from dovecote.broker.queue import Queue
 from dovecote.broker.topic import TopicSubscription
@@ -53,8 +52,6 @@ DESTINATION_PROPERTY = "dovecoteDestination"
 END_PROPERTY = "dovecoteEnd"
 EXPIRATION_PROPERTY = "dovecoteExpiration"
 PERSISTENT_PROPERTY = "dovecotePersistent"
-
-_reply_ids = count(1)
 
 
 def _int(properties: Mapping[str, PropertyValue], name: str, default: int | None = None) -> int:
@@ -139,7 +136,9 @@ async def handle(broker: Broker, request: Message) -> list[Message]:
         return [_map_reply(broker, request, {"error": str(exc)})]
 
 
-async def _offsets(broker: Broker, request: Message, target: Destination) -> dict[str, object]:
+async def _offsets(
+    broker: Broker, request: Message, target: Destination
+) -> dict[str, PropertyValue]:
     props = request.properties
     after = _int(props, "after", 0)
     limit = _int(props, "maxMessages", 0)
@@ -189,7 +188,9 @@ async def _range(broker: Broker, request: Message, target: Destination) -> list[
     return copies
 
 
-async def _commit(broker: Broker, request: Message, target: Destination) -> dict[str, object]:
+async def _commit(
+    broker: Broker, request: Message, target: Destination
+) -> dict[str, PropertyValue]:
     up_to = _int(request.properties, "upTo")
     origin = await _origin(broker, request, target, create=False)
     if origin is None:
@@ -210,25 +211,11 @@ async def _commit(broker: Broker, request: Message, target: Destination) -> dict
     return {"removed": len(removed)}
 
 
-def _map_reply(broker: Broker, request: Message, body: dict[str, object]) -> Message:
-    assert request.reply_to is not None
-    return Message(
-        message_id=f"{broker.statistics_producer}:s{next(_reply_ids)}",
-        destination=request.reply_to,
-        body=encode_map(body),
-        body_type=BodyType.MAP,
-        timestamp=int(time.time() * 1000),
-        correlation_id=request.correlation_id,
-    )
+def _map_reply(broker: Broker, request: Message, body: dict[str, PropertyValue]) -> Message:
+    """A map message, with the same entries as properties: a STOMP client reads them as
+    headers (it cannot read an OpenWire map body)."""
+    return stats.reply(broker, request, encode_map(dict(body)), BodyType.MAP, properties=body)
 
 
 def _end_marker(broker: Broker, request: Message) -> Message:
-    assert request.reply_to is not None
-    return Message(
-        message_id=f"{broker.statistics_producer}:s{next(_reply_ids)}",
-        destination=request.reply_to,
-        body_type=BodyType.MESSAGE,
-        timestamp=int(time.time() * 1000),
-        correlation_id=request.correlation_id,
-        properties={END_PROPERTY: True},
-    )
+    return stats.reply(broker, request, properties={END_PROPERTY: True})

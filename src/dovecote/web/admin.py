@@ -71,12 +71,13 @@ class _BrokerCollector(Collector):
                 "dovecote_destination_consumers", "Attached consumers", labels=labels
             ),
         }
-        for s in stats.destination_stats(self.broker):
+        all_stats = stats.destination_stats(self.broker)
+        for s in all_stats:
             row = s.as_json()
             for field, family in families.items():
                 family.add_metric([str(row["name"]), str(row["type"])], float(row[field]))  # type: ignore[arg-type]
         yield from families.values()
-        totals = stats.broker_stats(self.broker)
+        totals = stats.broker_stats(self.broker, all_stats)
         for field in ("memoryUsage", "storeUsage", "tempUsage", "connectionCount"):
             name = "dovecote_" + "".join("_" + c.lower() if c.isupper() else c for c in field)
             yield GaugeMetricFamily(name, f"broker {field}", value=float(totals[field]))  # type: ignore[arg-type]

@@ -437,21 +437,29 @@ class StompConverter:
         """``on_dispatch`` as bytes. A topic message goes to many subscribers, whose MESSAGE
         frames differ only in the first header (the subscription id): the rest is encoded
         once and kept for the next subscriber of the same message (one slot, shared by the
-        connections; the event loop is single-threaded)."""
+        connections; the event loop is single-threaded), which then skips building the
+        headers at all."""
+        message = dispatch.message
+        cache = _tail_cache
+        if message is not None and cache.message is message and cache.version == self.version:
+            sub = self._subs_by_consumer.get(dispatch.consumer_id)
+            if sub is None:
+                return None
+            if sub.ack_mode != "auto":
+                sub.unacked[message.message_id] = None
+            return self._head(sub.id) + cache.tail
         frame = self.on_dispatch(dispatch)
         if frame is None:
             return None
-        message = dispatch.message
-        if message is None or _has_temporary(message):
-            # Temporary destinations are named per connection: nothing to share.
-            return encode_frame(frame, self.version)
-        head = b"MESSAGE\nsubscription:" + self._escaped(frame.headers[0][1]) + b"\n"
-        cache = _tail_cache
-        if cache.message is not message or cache.version != self.version:
-            encoded = encode_frame(frame, self.version)
-            cache.message, cache.version, cache.tail = message, self.version, encoded[len(head) :]
-            return encoded
-        return head + cache.tail
+        encoded = encode_frame(frame, self.version)
+        if message is not None and not _has_temporary(message):
+            # (Temporary destinations are named per connection: nothing to share.)
+            cache.message, cache.version = message, self.version
+            cache.tail = encoded[len(self._head(frame.headers[0][1])) :]
+        return encoded
+
+    def _head(self, sub_id: str) -> bytes:
+        return b"MESSAGE\nsubscription:" + self._escaped(sub_id) + b"\n"
 
     def _escaped(self, value: str) -> bytes:
         return (value if self.version == "1.0" else escape_header(value, self.version)).encode()

@@ -59,6 +59,7 @@ from dovecote.protocol.openwire.primitives import (
 )
 
 MINIMUM_MESSAGE_SIZE: Final = 1024
+_ID_CACHE_SIZE: Final = 1024
 
 _DEST_TYPES: Final = {
     t.QUEUE: DestinationType.QUEUE,
@@ -111,44 +112,80 @@ def destination_of(s: Structure | None) -> Destination | None:
     if s is None:
         return None
     kind = _DEST_TYPES.get(s.type)
-    if kind is None or not s["physicalName"]:
+    name = s.fields.get("physicalName")
+    if kind is None or not name:
         raise InvalidDestinationError(f"not a destination: OpenWire type {s.type}")
-    return Destination(kind, s["physicalName"])
+    return Destination(kind, name)
 
 
 def destination_structure(d: Destination | None) -> Structure | None:
     if d is None:
         return None
-    return Structure(_DEST_CODES[d.type], {"physicalName": d.name})
+    # Shared between dispatches: structures are only read once built.
+    found = _DEST_STRUCTURES.get(d)
+    if found is None:
+        if len(_DEST_STRUCTURES) >= 4096:
+            _DEST_STRUCTURES.clear()
+        found = _DEST_STRUCTURES[d] = Structure(_DEST_CODES[d.type], {"physicalName": d.name})
+    return found
+
+
+_DEST_STRUCTURES: dict[Destination, Structure] = {}
 
 
 def message_id_text(s: Structure | None) -> str:
     if s is None:
         raise RemoteProtocolError("a message id is missing")
-    if s["textView"]:
-        text: str = s["textView"]
+    f = s.fields
+    text: str | None = f.get("textView")
+    if text:
         return text if text.startswith("ID:") else "ID:" + text
-    p = s["producerId"] or Structure(t.PRODUCER_ID)
-    return f"{p['connectionId']}:{p['sessionId']}:{p['value']}:{s['producerSequenceId']}"
+    p = (f.get("producerId") or Structure(t.PRODUCER_ID)).fields
+    sequence = f.get("producerSequenceId")
+    return f"{p.get('connectionId')}:{p.get('sessionId')}:{p.get('value')}:{sequence}"
 
 
 def message_id_structure(text: str, broker_sequence: int = 0) -> Structure:
     fields: dict[str, Any] = {"textView": text, "brokerSequenceId": broker_sequence}
-    parts = text.rsplit(":", 3)
-    if len(parts) == 4 and all(p.lstrip("-").isdigit() for p in parts[1:]):
-        producer = Structure(t.PRODUCER_ID, {"connectionId": parts[0], "sessionId": int(parts[1]),
-                                             "value": int(parts[2])})  # fmt: skip
-        fields |= {"producerId": producer, "producerSequenceId": int(parts[3])}
+    producer_text, _, sequence = text.rpartition(":")
+    if sequence.lstrip("-").isdigit():
+        producer = _producer_structure(producer_text)
+        if producer is not None:
+            fields["producerId"] = producer
+            fields["producerSequenceId"] = int(sequence)
     return Structure(t.MESSAGE_ID, fields)
+
+
+def _producer_structure(text: str) -> Structure | None:
+    """The ProducerId structure of ``<connection>:<session>:<value>``, or None when the text
+    is not one. A producer sends many messages: its structure is built once and shared."""
+    if text in _PRODUCER_STRUCTURES:
+        return _PRODUCER_STRUCTURES[text]
+    parts = text.rsplit(":", 2)
+    found = None
+    if len(parts) == 3 and all(p.lstrip("-").isdigit() for p in parts[1:]):
+        found = Structure(t.PRODUCER_ID, {"connectionId": parts[0], "sessionId": int(parts[1]),
+                                          "value": int(parts[2])})  # fmt: skip
+    if len(_PRODUCER_STRUCTURES) >= 4096:
+        _PRODUCER_STRUCTURES.clear()
+    _PRODUCER_STRUCTURES[text] = found
+    return found
+
+
+_PRODUCER_STRUCTURES: dict[str, Structure | None] = {}
 
 
 class OpenWireConverter:
     def __init__(self, connection_id: ConnectionId, broker_name: str) -> None:
         self.connection_id = connection_id
+        self._connection_text = str(connection_id)
         self.broker_name = broker_name
         self._consumers: dict[ConsumerId, Structure] = {}
         self._producer_windows: dict[str, int] = {}
         self._command_ids = itertools.count(1)
+        self._consumer_ids: dict[tuple[Any, Any, Any], ConsumerId] = {}
+        self._producer_ids: dict[tuple[Any, Any, Any], ProducerId] = {}
+        self._producer_texts: dict[ProducerId, str] = {}
         self.closed = False
 
     # -- ids -------------------------------------------------------------------------------
@@ -159,13 +196,36 @@ class OpenWireConverter:
     def _session(self, s: Structure) -> SessionId:
         return SessionId(ConnectionId(s["connectionId"]), s["value"])
 
+    # Every message names its producer and every ack its consumer: the ids are built once
+    # per (connection, session, value) and then looked up.
     def _consumer(self, s: Structure | None) -> ConsumerId:
         if s is None:
             raise RemoteProtocolError("a consumer id is missing")
-        return ConsumerId(SessionId(ConnectionId(s["connectionId"]), s["sessionId"]), s["value"])
+        f = s.fields
+        key = (f.get("connectionId"), f.get("sessionId"), f.get("value"))
+        found = self._consumer_ids.get(key)
+        if found is None:
+            if len(self._consumer_ids) >= _ID_CACHE_SIZE:
+                self._consumer_ids.clear()
+            found = ConsumerId(SessionId(ConnectionId(key[0]), key[1]), key[2])  # type: ignore[arg-type]
+            self._consumer_ids[key] = found
+        return found
 
     def _producer(self, s: Structure) -> ProducerId:
-        return ProducerId(SessionId(ConnectionId(s["connectionId"]), s["sessionId"]), s["value"])
+        f = s.fields
+        key = (f.get("connectionId"), f.get("sessionId"), f.get("value"))
+        found = self._producer_ids.get(key)
+        if found is None:
+            if len(self._producer_ids) >= _ID_CACHE_SIZE:
+                self._producer_ids.clear()
+                self._producer_texts.clear()
+            found = ProducerId(SessionId(ConnectionId(key[0]), key[1]), key[2])  # type: ignore[arg-type]
+            self._producer_ids[key] = found
+            self._producer_texts[found] = str(found)
+        return found
+
+    def _producer_text(self, s: Structure) -> str:
+        return self._producer_texts[self._producer(s)]
 
     def _transaction(self, s: Structure | None) -> TransactionId | None:
         if s is None:
@@ -196,6 +256,7 @@ class OpenWireConverter:
         if s["connectionId"] is not None:
             # The client names its connection; its consumer and producer ids carry that name.
             self.connection_id = ConnectionId(s["connectionId"]["value"])
+            self._connection_text = str(self.connection_id)
         info = ConnectionInfo(
             self.connection_id,
             client_id=s["clientId"],
@@ -309,7 +370,7 @@ class OpenWireConverter:
         request = OpenWireRequest((SendMessage(message, transaction),))
         producer = s["producerId"]
         if producer is not None and not s["responseRequired"]:
-            window = self._producer_windows.get(str(self._producer(producer)))
+            window = self._producer_windows.get(self._producer_text(producer))
             if window:
                 request = OpenWireRequest((SendMessage(message, transaction, flow_control=False),))
                 # The size the client charged to its window (ActiveMQMessage.getSize()).
@@ -323,37 +384,41 @@ class OpenWireConverter:
     # -- messages --------------------------------------------------------------------------
 
     def to_message(self, s: Structure) -> Message:
-        destination = destination_of(s["destination"])
+        f = s.fields
+        destination = destination_of(f.get("destination"))
         if destination is None:
             raise InvalidDestinationError("a message needs a destination")
         body_type = _BODY_TYPES[s.type]
-        content: bytes = s["content"] or b""
-        if s["compressed"] and content:
+        content: bytes = f.get("content") or b""
+        if f.get("compressed") and content:
             content = _decompress(content, body_type)
         body = content
         if body_type is BodyType.TEXT:
             body = decode_text_body(content).encode("utf-8") if content else b""
-        producer = s["producerId"]
-        properties = decode_map(s["marshalledProperties"]) if s["marshalledProperties"] else {}
+        producer = f.get("producerId")
+        marshalled = f.get("marshalledProperties")
+        properties = decode_map(marshalled) if marshalled else {}
+        reply_to = f.get("replyTo")
+        original = f.get("originalDestination")
         return Message(
-            message_id=message_id_text(s["messageId"]),
+            message_id=message_id_text(f.get("messageId")),
             destination=destination,
             body=body,
             body_type=body_type,
-            persistent=bool(s["persistent"]),
-            priority=s.get("priority", 4),
-            timestamp=s.get("timestamp", 0),
-            expiration=s.get("expiration", 0),
-            correlation_id=s["correlationId"],
-            reply_to=destination_of(s["replyTo"]),
-            type=s["type"],
-            group_id=s["groupID"],
-            group_seq=s.get("groupSequence", 0),
-            producer_id=str(self._producer(producer)) if producer is not None else None,
-            connection_id=str(self.connection_id),
-            user_id=s["userID"],
-            redelivery_counter=s.get("redeliveryCounter", 0),
-            original_destination=destination_of(s["originalDestination"]),
+            persistent=bool(f.get("persistent")),
+            priority=4 if (priority := f.get("priority")) is None else priority,
+            timestamp=f.get("timestamp") or 0,
+            expiration=f.get("expiration") or 0,
+            correlation_id=f.get("correlationId"),
+            reply_to=destination_of(reply_to) if reply_to is not None else None,
+            type=f.get("type"),
+            group_id=f.get("groupID"),
+            group_seq=f.get("groupSequence") or 0,
+            producer_id=self._producer_text(producer) if producer is not None else None,
+            connection_id=self._connection_text,
+            user_id=f.get("userID"),
+            redelivery_counter=f.get("redeliveryCounter") or 0,
+            original_destination=destination_of(original) if original is not None else None,
             properties=properties,  # type: ignore[arg-type]
         )
 
@@ -364,12 +429,13 @@ class OpenWireConverter:
             content = encode_text_body(body.decode("utf-8", "replace"))
         elif m.body_type is BodyType.MESSAGE:
             content = None
+        message_id = message_id_structure(m.message_id, sequence)
         fields: dict[str, Any] = {
             "commandId": 0,
-            "producerId": message_id_structure(m.message_id)["producerId"],
+            "producerId": message_id.fields.get("producerId"),
             "destination": destination_structure(m.destination),
             "originalDestination": destination_structure(m.original_destination),
-            "messageId": message_id_structure(m.message_id, sequence),
+            "messageId": message_id,
             "groupID": m.group_id,
             "groupSequence": m.group_seq,
             "correlationId": m.correlation_id,

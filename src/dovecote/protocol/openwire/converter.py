@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import zlib
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from dovecote.core.commands import (
     AckType,
@@ -183,9 +183,7 @@ class OpenWireConverter:
         self._consumers: dict[ConsumerId, Structure] = {}
         self._producer_windows: dict[str, int] = {}
         self._command_ids = itertools.count(1)
-        self._consumer_ids: dict[tuple[Any, Any, Any], ConsumerId] = {}
-        self._producer_ids: dict[tuple[Any, Any, Any], ProducerId] = {}
-        self._producer_texts: dict[ProducerId, str] = {}
+        self._client_ids: dict[tuple[Any, ...], tuple[ConsumerId | ProducerId, str]] = {}
         self.closed = False
 
     # -- ids -------------------------------------------------------------------------------
@@ -196,36 +194,31 @@ class OpenWireConverter:
     def _session(self, s: Structure) -> SessionId:
         return SessionId(ConnectionId(s["connectionId"]), s["value"])
 
-    # Every message names its producer and every ack its consumer: the ids are built once
-    # per (connection, session, value) and then looked up.
     def _consumer(self, s: Structure | None) -> ConsumerId:
         if s is None:
             raise RemoteProtocolError("a consumer id is missing")
-        f = s.fields
-        key = (f.get("connectionId"), f.get("sessionId"), f.get("value"))
-        found = self._consumer_ids.get(key)
-        if found is None:
-            if len(self._consumer_ids) >= _ID_CACHE_SIZE:
-                self._consumer_ids.clear()
-            found = ConsumerId(SessionId(ConnectionId(key[0]), key[1]), key[2])  # type: ignore[arg-type]
-            self._consumer_ids[key] = found
-        return found
+        return cast(ConsumerId, self._client_id(s, ConsumerId)[0])
 
     def _producer(self, s: Structure) -> ProducerId:
-        f = s.fields
-        key = (f.get("connectionId"), f.get("sessionId"), f.get("value"))
-        found = self._producer_ids.get(key)
-        if found is None:
-            if len(self._producer_ids) >= _ID_CACHE_SIZE:
-                self._producer_ids.clear()
-                self._producer_texts.clear()
-            found = ProducerId(SessionId(ConnectionId(key[0]), key[1]), key[2])  # type: ignore[arg-type]
-            self._producer_ids[key] = found
-            self._producer_texts[found] = str(found)
-        return found
+        return cast(ProducerId, self._client_id(s, ProducerId)[0])
 
     def _producer_text(self, s: Structure) -> str:
-        return self._producer_texts[self._producer(s)]
+        return self._client_id(s, ProducerId)[1]
+
+    def _client_id(
+        self, s: Structure, kind: type[ConsumerId] | type[ProducerId]
+    ) -> tuple[ConsumerId | ProducerId, str]:
+        """A consumer or producer id and its text. Every message names its producer and
+        every ack its consumer: each id is built once and then looked up."""
+        f = s.fields
+        key: tuple[Any, ...] = (kind, f.get("connectionId"), f.get("sessionId"), f.get("value"))
+        found = self._client_ids.get(key)
+        if found is None:
+            if len(self._client_ids) >= _ID_CACHE_SIZE:
+                self._client_ids.clear()
+            made = kind(SessionId(ConnectionId(key[1]), key[2]), key[3])
+            found = self._client_ids[key] = (made, str(made))
+        return found
 
     def _transaction(self, s: Structure | None) -> TransactionId | None:
         if s is None:

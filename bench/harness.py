@@ -183,8 +183,11 @@ def traffic(
     total = producers * per_producer
     # A topic's consumers each get every message; a queue's share them, however the broker
     # spreads them, and stop together once they have all of them.
-    shared = None if topic_fanout else manager.Value("i", 0)
-    lock = None if topic_fanout else manager.Lock()
+    # (One consumer needs no shared counter: its lock is a round trip to the manager
+    # process per read, which would compete with the broker for the CPU.)
+    alone = topic_fanout or consumers == 1
+    shared = None if alone else manager.Value("i", 0)
+    lock = None if alone else manager.Lock()
     each = total
     readies = [manager.Event() for _ in range(consumers)]
     cons: list[Future[loadgen.ConsumerResult]] = [

@@ -72,6 +72,34 @@ async def test_torn_tail_recovers_to_the_last_good_record(
     await store.stop()
 
 
+async def test_a_crashed_brokers_preallocated_file_ends_at_its_zeros(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    length = 1 << 20
+    store = await open_store(tmp_path, max_file_length=length)
+    for i in range(3):
+        await store.write([AddMessage(msg(i))])
+    log_file = tmp_path / "db-1.log"
+    assert log_file.stat().st_size == length  # preallocated while in use
+    crashed = log_file.read_bytes()  # what a kill -9 leaves: the records, then zeros
+    await store.stop()
+    assert log_file.stat().st_size < 4096  # a clean stop gives the rest back
+    log_file.write_bytes(crashed)
+    caplog.set_level(logging.WARNING)
+    store = await open_store(tmp_path, max_file_length=length)
+    assert ids(store) == [msg(i).message_id for i in range(3)]
+    await store.write([AddMessage(msg(3))])  # after the last record, not after the zeros
+    crashed = log_file.read_bytes()
+    await store.stop()
+    log_file.write_bytes(crashed)
+    for path in (tmp_path / "index").iterdir():
+        path.unlink()  # a full replay also stops at the zeros
+    store = await open_store(tmp_path, max_file_length=length)
+    assert ids(store) == [msg(i).message_id for i in range(4)]
+    assert caplog.text == ""  # the end of the data is not damage
+    await store.stop()
+
+
 async def test_garbage_tail_recovers_to_the_last_good_record(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -1,12 +1,15 @@
 """The journal's data files: append, roll, read back, scan with torn-tail detection, delete.
 
-Writes go through ``os.write`` on the current file (the page cache); ``sync`` fsyncs every
-file written since the last sync, which the adapter calls once per group of batches.
+Writes go through ``os.pwrite`` on the current file (the page cache); ``sync`` fsyncs every
+file written since the last sync, which the adapter calls once per group of batches. A file
+is preallocated when started (FORMAT.md says why): its data ends at the first all-zero
+record header, and a clean close truncates the current file there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -55,6 +58,8 @@ class DataFiles:
         self.sync_cost_s = 0.0
         """A moving average of how long an fsync takes here."""
         self._unsynced = 0
+        self._data_ends: dict[int, int] = {}
+        """Where each scanned file's data ends (a preallocated file is longer)."""
 
     def path(self, file_id: int) -> Path:
         return self.directory / f"db-{file_id}.log"
@@ -62,20 +67,26 @@ class DataFiles:
     # -- writing ---------------------------------------------------------------------------
 
     def open_for_append(self, first_id: int = 1) -> None:
-        """Continue the last file (after recovery truncated any torn tail) or start one."""
+        """Continue the last file after its last good record (recovery scanned it) or
+        start one."""
         if not self.file_ids:
             self._start_file(first_id)
             return
         self.current_id = self.file_ids[-1]
-        self._fd = os.open(self.path(self.current_id), os.O_WRONLY | os.O_APPEND)
-        self.position = os.fstat(self._fd).st_size
+        self._fd = os.open(self.path(self.current_id), os.O_WRONLY)
+        end = self._data_ends.get(self.current_id)
+        if end is None:
+            end = self._find_end(self.current_id)
+        self.position = end
 
     def _start_file(self, file_id: int) -> None:
         if self._fd >= 0:
+            self._truncate_to_data()
             os.close(self._fd)
-        self._fd = os.open(self.path(file_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path(file_id), os.O_WRONLY | os.O_CREAT, 0o644)
+        _preallocate(self._fd, self.max_file_length)
         header = file_header(file_id)
-        os.write(self._fd, header)
+        os.pwrite(self._fd, header, 0)
         self.current_id = file_id
         self.position = len(header)
         if file_id not in self.file_ids:
@@ -83,13 +94,19 @@ class DataFiles:
         self._dirty.add(file_id)
         _fsync_directory(self.directory)
 
+    def _truncate_to_data(self) -> None:
+        """Give back the preallocated space after the data (a rolled or closed file)."""
+        if os.fstat(self._fd).st_size > self.position:
+            os.ftruncate(self._fd, self.position)
+            self._dirty.add(self.current_id)
+
     def append(self, record: bytes) -> Location:
         if self.position > FILE_HEADER.size and self.position + len(record) > self.max_file_length:
             self._start_file(self.current_id + 1)
         location = Location(self.current_id, self.position)
-        written = os.write(self._fd, record)
+        written = os.pwrite(self._fd, record, self.position)
         while written < len(record):  # a short write to a regular file is rare; finish it
-            written += os.write(self._fd, record[written:])
+            written += os.pwrite(self._fd, record[written:], self.position + written)
         self.position += len(record)
         self._unsynced += len(record)
         self._dirty.add(self.current_id)
@@ -162,8 +179,11 @@ class DataFiles:
                 self._damaged(file_id, 0, len(data), "no valid file header")
                 return
             offset = FILE_HEADER.size
+        self._data_ends[file_id] = offset
         while offset < len(data):
             end = offset + RECORD_HEADER.size
+            if data[offset:end] == _NO_RECORD:
+                return  # the unwritten, preallocated rest of the file
             if end > len(data):
                 self._damaged(file_id, offset, len(data), "record header cut short")
                 return
@@ -177,6 +197,13 @@ class DataFiles:
                 return
             yield Location(file_id, offset), payload
             offset = end + length
+            self._data_ends[file_id] = offset
+
+    def _find_end(self, file_id: int) -> int:
+        """The end of a file's data, found by walking its record headers."""
+        for _ in self._scan_file(file_id, 0):
+            pass
+        return self._data_ends.get(file_id, FILE_HEADER.size)
 
     def _damaged(self, file_id: int, offset: int, size: int, why: str) -> None:
         if file_id == self.file_ids[-1]:
@@ -186,6 +213,7 @@ class DataFiles:
                 file_id, why, offset, size - offset,
             )  # fmt: skip
             keep = max(offset, FILE_HEADER.size)
+            self._data_ends[file_id] = keep
             with self.path(file_id).open("r+b") as f:
                 if offset == 0:
                     f.seek(0)
@@ -209,11 +237,21 @@ class DataFiles:
 
     def close(self) -> None:
         if self._fd >= 0:
+            self._truncate_to_data()
             os.close(self._fd)
             self._fd = -1
         for fd in self._readers.values():
             os.close(fd)
         self._readers.clear()
+
+
+_NO_RECORD = bytes(RECORD_HEADER.size)
+
+
+def _preallocate(fd: int, length: int) -> None:
+    # Without fallocate here (or without the room), the file grows with its appends instead.
+    with contextlib.suppress(AttributeError, OSError):
+        os.posix_fallocate(fd, 0, length)
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -77,6 +77,27 @@ def test_requeued_entries_return_to_their_place() -> None:
     assert got_d == ["m0", "m1", "m2", "m3"]
 
 
+def test_requeued_entries_merge_into_place_across_priorities() -> None:
+    q = Queue(Q)
+    for i, priority in enumerate([4, 4, 9, 4, 4, 9]):
+        q.enqueue(Message(f"m{i}", Q, priority=priority))
+    c, _ = make_consumer(1, prefetch=10)
+    q.add_consumer(c)
+    q.dispatch(0)
+    back = q.remove_consumer(c)  # m2 m5 m0 m1 m3 m4, in dispatch order
+    # Some return while later messages wait: m1 and m4 interleave with m3 and m6.
+    q.requeue([e for e in back if e.message_id in ("m4", "m1")])
+    q.enqueue(Message("m6", Q, priority=4))
+    q.requeue([e for e in back if e.message_id == "m3"])
+    # ...and the others, given out of order, all older than what waits.
+    q.requeue([e for e in reversed(back) if e.message_id in ("m5", "m2", "m0")])
+    d, got = make_consumer(2, prefetch=10)
+    q.add_consumer(d)
+    q.dispatch(0)
+    assert got == ["m2", "m5", "m0", "m1", "m3", "m4", "m6"]
+    assert q.pending_count == 0
+
+
 def test_selector_skips_to_a_matching_consumer_and_keeps_the_rest() -> None:
     q = Queue(Q)
     reds, got_reds = make_consumer(1, selector="color = 'red'")

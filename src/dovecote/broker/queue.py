@@ -11,7 +11,7 @@ no more than ``PAGE_SIZE`` of those, as ActiveMQ's maxPageSize bounds its paging
 
 from __future__ import annotations
 
-import bisect
+import heapq
 from collections import deque
 from collections.abc import Callable, Iterator
 
@@ -56,12 +56,23 @@ class Queue:
         return entry
 
     def requeue(self, entries: list[Entry]) -> None:
-        """Put entries back for redelivery, each in its original place by sequence."""
+        """Put entries back for redelivery, each in its original place by sequence (each
+        bucket is in sequence order)."""
+        by_priority: dict[int, list[Entry]] = {}
         for entry in entries:
-            bucket = self._pending[_clamp(entry.message.priority)]
-            seqs = [e.seq for e in bucket]
-            bucket.insert(bisect.bisect_left(seqs, entry.seq), entry)
-            self._pending_count += 1
+            by_priority.setdefault(_clamp(entry.message.priority), []).append(entry)
+        for priority, returning in by_priority.items():
+            returning.sort(key=_by_seq)
+            bucket = self._pending[priority]
+            if not bucket or returning[-1].seq < bucket[0].seq:
+                # The usual case: they were dispatched from the head, so they go back
+                # before everything still waiting (no walk over a long backlog).
+                bucket.extendleft(reversed(returning))
+            else:
+                merged = list(heapq.merge(bucket, returning, key=_by_seq))
+                bucket.clear()
+                bucket.extend(merged)
+            self._pending_count += len(returning)
 
     @property
     def pending_count(self) -> int:
@@ -190,6 +201,10 @@ class Queue:
                     self._groups[group] = consumer.info.consumer_id
                 return consumer
         return None
+
+
+def _by_seq(entry: Entry) -> int:
+    return entry.seq
 
 
 def _by_consumer_priority(consumer: Consumer) -> int:

@@ -160,6 +160,20 @@ class DataFiles:
             raise OSError(f"journal record at {location} is damaged")
         return payload
 
+    def read_file(self, file_id: int) -> bytes:
+        """A whole data file, for reading many of its records (recovery)."""
+        return self.path(file_id).read_bytes()
+
+    @staticmethod
+    def payload_in(data: bytes, location: Location) -> bytes:
+        """The payload of the record at ``location`` in its file's bytes."""
+        length, crc, kind = RECORD_HEADER.unpack_from(data, location.offset)
+        start = location.offset + RECORD_HEADER.size
+        payload = data[start : start + length]
+        if len(payload) != length or not check_record(kind, crc, payload):
+            raise OSError(f"journal record at {location} is damaged")
+        return payload
+
     def scan(self, start: Location | None) -> Iterator[tuple[Location, bytes]]:
         """Every good record from ``start`` (default: the beginning) to the end. A torn or
         damaged record ends its file: the last file is truncated there, an older one is

@@ -157,6 +157,9 @@ class PolicyEntry(_Section):
     """Bytes this destination may hold in memory (-1: only the broker's limit)."""
     producer_flow_control: bool = True
     """Off: non-persistent messages beyond the memory limit spill to the temp store."""
+    pending_queue_cursor: Literal["store", "vm"] = "store"
+    """store (ActiveMQ's default): past 70% of the memory limit, persistent messages wait
+    out of memory and producers go on; vm: all stay in memory, producers wait at the limit."""
 
     def to_policy(self) -> DestinationPolicy:
         options = self.dead_letter_options
@@ -177,6 +180,7 @@ class PolicyEntry(_Section):
             pending_message_limit=self.pending_message_limit,
             memory_limit=self.memory_limit,
             producer_flow_control=self.producer_flow_control,
+            store_cursor=self.pending_queue_cursor == "store",
         )
 
 

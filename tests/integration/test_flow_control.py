@@ -88,7 +88,11 @@ def test_fast_producer_slow_consumer_memory_bounded_nothing_lost(tmp_path: Path)
 
 
 def test_send_fail_if_no_space_is_a_clear_error_and_loses_nothing(tmp_path: Path) -> None:
-    config = "[usage]\nmemory_limit = 65536\nsend_fail_if_no_space = true\n"
+    # Persistent messages stay in memory only with the vm cursor (as in ActiveMQ).
+    config = (
+        "[usage]\nmemory_limit = 65536\nsend_fail_if_no_space = true\n"
+        '[[policy.entries]]\npending_queue_cursor = "vm"\n'
+    )
     with running_broker(config, workdir=tmp_path) as broker:
         link = Link(broker.stomp_port)
         accepted = 0
@@ -139,6 +143,34 @@ def test_without_flow_control_non_persistent_messages_spill_to_disk(tmp_path: Pa
         consumer.send(Frame("SUBSCRIBE", (("destination", "/queue/spill.b"), ("id", "1"),
                                          ("receipt", "sub"))))  # fmt: skip
         assert consumer.read().command == "RECEIPT"
+
+
+def test_store_cursor_keeps_a_persistent_backlog_out_of_memory(tmp_path: Path) -> None:
+    """ActiveMQ's default store cursor: a persistent backlog many times the memory limit is
+    accepted (a send the limit held back would be an ERROR here), kept in order through a
+    restart, and delivered whole; only the vm cursor holds producers at the limit."""
+    config = "[usage]\nmemory_limit = 262144\nsend_fail_if_no_space = true\n"
+    spill = tmp_path / "data" / "tmp_storage" / "spill.dat"
+    total = 1000  # 2 MB of bodies: 8 times the limit
+    with running_broker(config, workdir=tmp_path) as broker:
+        link = Link(broker.stomp_port)
+        for i in range(total):
+            body = f"{i:06d}".encode() + BODY
+            reply = send(link, "/queue/backlog", body, f"r{i}", persistent="true")
+            assert reply.command == "RECEIPT", reply.get("message")
+        assert spill.stat().st_size > 1024 * 1024  # the bodies past 70% of the limit
+    with running_broker(config, workdir=tmp_path) as broker:
+        consumer = Link(broker.stomp_port)
+        consumer.send(Frame("SUBSCRIBE", (("destination", "/queue/backlog"), ("id", "1"),
+                                         ("ack", "client-individual"),
+                                         ("activemq.prefetchSize", "20"))))  # fmt: skip
+        bodies = []
+        while len(bodies) < total:
+            frame = consumer.read()
+            assert frame.command == "MESSAGE"
+            bodies.append(frame.body)
+            consumer.send(Frame("ACK", (("id", frame.get("ack") or ""),)))
+        assert bodies == [f"{i:06d}".encode() + BODY for i in range(total)]
 
 
 def test_destination_memory_limit_applies_to_that_destination_only(tmp_path: Path) -> None:

@@ -58,7 +58,11 @@ def run_suite(classes: Path, port: int) -> dict[str, str]:
 def dovecote_results(
     compiled: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, str]]:
-    config = '[[policy.entries]]\npattern = "*.window"\nmemory_limit = 65536\n'
+    # As the ActiveMQ fixture configures it: a 64 KiB limit, every message in memory.
+    config = (
+        '[[policy.entries]]\npattern = "*.window"\nmemory_limit = 65536\n'
+        'pending_queue_cursor = "vm"\n'
+    )
     with running_broker(config, workdir=tmp_path_factory.mktemp("dovecote")) as broker:
         yield run_suite(compiled, broker.openwire_port)
 

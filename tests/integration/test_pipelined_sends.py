@@ -25,7 +25,10 @@ def test_order_and_durability_survive_kill_9(tmp_path: Path) -> None:
 
 
 def test_a_refused_pipelined_send_ends_the_connection_with_an_error(tmp_path: Path) -> None:
-    config = "[usage]\nmemory_limit = 65536\nsend_fail_if_no_space = true\n"
+    config = (
+        "[usage]\nmemory_limit = 65536\nsend_fail_if_no_space = true\n"
+        '[[policy.entries]]\npending_queue_cursor = "vm"\n'
+    )
     with running_broker(config, workdir=tmp_path) as broker:
         with Client(broker.stomp_address) as client:
             for _ in range(40):  # 40 x 4 KiB: past the 64 KiB memory limit

@@ -409,7 +409,7 @@ def test_stream_and_object_messages(broker_url: str, name: str) -> None:
 
 
 def test_send_timeout_fails_a_send_the_broker_holds_back(tmp_path: Path) -> None:
-    config = "[usage]\nmemory_limit = 65536\n"
+    config = '[usage]\nmemory_limit = 65536\n[[policy.entries]]\npending_queue_cursor = "vm"\n'
     with running_broker(config, workdir=tmp_path) as broker:
         # The held send also holds the close: a short closeTimeout keeps the test quick.
         url = f"tcp://127.0.0.1:{broker.openwire_port}?jms.sendTimeout=500&jms.closeTimeout=500"

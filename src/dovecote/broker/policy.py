@@ -66,6 +66,11 @@ class DestinationPolicy:
     producer_flow_control: bool = True
     """At the memory limit, producers wait. Off: non-persistent messages spill to the temp
     store instead (persistent ones still wait)."""
+    store_cursor: bool = True
+    """ActiveMQ's default pending-queue cursor (the store cursor): once the destination's
+    memory is 70% used, persistent messages wait out of memory (their bodies read back at
+    dispatch), so a persistent backlog is bounded by the store, not by memory. False is
+    ActiveMQ's vmQueueCursor: every message stays in memory and producers wait at the limit."""
 
     def applies_to(self, destination: Destination) -> bool:
         if destination.is_queue != self.for_queues:

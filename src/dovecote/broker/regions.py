@@ -37,6 +37,9 @@ from dovecote.store.api import (
 log = logging.getLogger("dovecote.broker")
 
 DLQ_CAUSE_PROPERTY = "dlqDeliveryFailureCause"
+CURSOR_HIGH_WATER_MARK = 0.7
+"""ActiveMQ's cursorMemoryHighWaterMark: past this share of its memory limit, a store
+cursor keeps persistent messages out of memory."""
 
 
 def now_ms() -> int:
@@ -166,7 +169,19 @@ class Regions:
         message = entry.message
         memory = self.memory_usage(message.destination)
         if message.persistent:
-            entry.charged = (memory, self.usage.store)
+            if (
+                message.body
+                and memory.above(CURSOR_HIGH_WATER_MARK)
+                and self.settings.policies.for_destination(message.destination).store_cursor
+            ):
+                # The store cursor: the journal holds the durable copy; the body waits in
+                # the temp store (a cache, never fsynced) until dispatch reads it back, and
+                # the entry weighs on the store limit only.
+                entry.spill = (self.temp, self.temp.put(message.body))
+                entry.message = replace(message, body=b"")
+                entry.charged = (self.usage.store,)
+            else:
+                entry.charged = (memory, self.usage.store)
         elif memory.full and message.body:
             entry.spill = (self.temp, self.temp.put(message.body))
             entry.message = replace(message, body=b"")

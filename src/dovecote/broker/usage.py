@@ -52,6 +52,12 @@ class Usage:
             return True
         return self.parent.full if self.parent is not None else False
 
+    def above(self, fraction: float) -> bool:
+        """Whether it or a parent has used more than ``fraction`` of its limit."""
+        if 0 < self.limit and self.used > fraction * self.limit:
+            return True
+        return self.parent.above(fraction) if self.parent is not None else False
+
     def charge(self, amount: int) -> None:
         usage: Usage | None = self
         while usage is not None:

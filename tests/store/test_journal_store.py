@@ -7,12 +7,14 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
+import msgpack
 import pytest
 from contract import Q, StoreContract, msg
 
-from dovecote.store.api import AddMessage, PersistenceAdapter, RemoveMessage
+from dovecote.store.api import AddMessage, PersistenceAdapter, RemoveMessage, UpdateRedelivery
 from dovecote.store.journal import JournalPersistenceAdapter
 
 
@@ -280,3 +282,44 @@ async def test_fast_fsyncs_run_in_the_loop_slow_ones_in_a_thread(
     loop_thread = threading.get_ident()
     assert len(threads) == 3
     assert threads[0] == loop_thread and loop_thread not in threads[1:]
+
+
+async def test_queues_recover_from_the_index_alone_and_load_when_asked(tmp_path: Path) -> None:
+    store = await open_store(tmp_path)
+    sent = [
+        replace(msg(0), priority=7, expiration=123, sequence=10, properties={"k": "v"}),
+        replace(msg(1), sequence=11),
+        replace(msg(2), sequence=12),
+    ]
+    await store.write([AddMessage(m) for m in sent])
+    await store.write([RemoveMessage(Q, sent[1].message_id)])
+    await store.write([UpdateRedelivery(Q, sent[2].message_id, 2)])
+    await store.stop()
+    store = await open_store(tmp_path)
+    recovered = store.recover_headers()
+    stored = recovered.queues[Q]
+    assert [s.headers.message_id for s in stored] == [sent[0].message_id, sent[2].message_id]
+    first, last = (s.headers for s in stored)
+    assert (first.priority, first.expiration, first.sequence) == (7, 123, 10)
+    assert first.body == b"" and first.persistent and not stored[0].complete
+    assert stored[0].size == sent[0].size  # the whole message's, for the store limit
+    assert last.redelivery_counter == 2
+    assert store.load_message(Q, sent[0].message_id) == sent[0]
+    assert store.load_message(Q, sent[2].message_id) == sent[2].with_redelivery(2)
+    with pytest.raises(OSError, match="no stored message"):
+        store.load_message(Q, sent[1].message_id)
+    await store.stop()
+
+
+async def test_index_entries_without_headers_recover_whole(tmp_path: Path) -> None:
+    store = await open_store(tmp_path)
+    await store.write([AddMessage(msg(0))])
+    index = store._index
+    assert index is not None
+    with index.env.begin(write=True) as txn:  # as an index written before headers were kept
+        for key, value in list(txn.cursor(db=index.msgs)):
+            entry = msgpack.unpackb(value)
+            txn.put(key, msgpack.packb(entry[:6]), db=index.msgs)
+    (stored,) = store.recover_headers().queues[Q]
+    assert stored.complete and stored.headers == msg(0)
+    await store.stop()

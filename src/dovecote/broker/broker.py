@@ -64,7 +64,10 @@ from dovecote.core.message import BodyType, Message
 from dovecote.store.api import (
     AddSubscription,
     DurableSubscription,
+    HeaderRecovery,
+    PagingStore,
     PersistenceAdapter,
+    RecoveredState,
     RemoveDestination,
     RemoveSubscription,
     StoreOp,
@@ -98,8 +101,14 @@ class Broker:
 
     async def start(self) -> None:
         await self.store.start()
-        recovered = self.store.recover()
-        self.regions.load(recovered)
+        recovered: RecoveredState | HeaderRecovery
+        if isinstance(self.store, PagingStore):
+            # Only the index is read now; each message when it is dispatched.
+            recovered = self.store.recover_headers()
+            self.regions.load(recovered, self.store.load_message)
+        else:
+            recovered = self.store.recover()
+            self.regions.load(recovered)
         log.info(
             "recovered %d queues and %d durable subscriptions",
             len(recovered.queues),

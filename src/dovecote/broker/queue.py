@@ -147,6 +147,8 @@ class Queue:
                     self._pending_count -= 1
                     result.expired.append(entry)
                     continue
+                if entry.loader is not None:
+                    entry.page_in()  # selectors and groups need the whole message
                 consumer = self._choose(entry, candidates)
                 if consumer is None:
                     skipped.append(entry)

@@ -16,7 +16,7 @@ from dataclasses import replace
 from itertools import count
 
 from dovecote.broker.connection import Origin
-from dovecote.broker.consumer import Dispatched, Entry, release_all
+from dovecote.broker.consumer import Dispatched, Entry, MessageLoader, release_all
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.queue import Queue, QueueStats
 from dovecote.broker.sequencer import Sequencer
@@ -27,9 +27,11 @@ from dovecote.core.message import Message
 from dovecote.store.api import (
     AckSubscription,
     AddMessage,
+    HeaderRecovery,
     PersistenceAdapter,
     RecoveredState,
     RemoveMessage,
+    StoredMessage,
     StoreOp,
     UpdateRedelivery,
 )
@@ -40,6 +42,10 @@ DLQ_CAUSE_PROPERTY = "dlqDeliveryFailureCause"
 CURSOR_HIGH_WATER_MARK = 0.7
 """ActiveMQ's cursorMemoryHighWaterMark: past this share of its memory limit, a store
 cursor keeps persistent messages out of memory."""
+
+
+def _headers(item: Message | StoredMessage) -> Message:
+    return item if isinstance(item, Message) else item.headers
 
 
 def now_ms() -> int:
@@ -73,22 +79,36 @@ class Regions:
         """Counters per topic (queues keep their own); a topic exists once sent to."""
         self._topic_seq = count(1)
 
-    def load(self, recovered: RecoveredState) -> None:
-        """Fill the destinations from what the store recovered at start."""
+    def load(
+        self, recovered: RecoveredState | HeaderRecovery, loader: MessageLoader | None = None
+    ) -> None:
+        """Fill the destinations from what the store recovered at start: whole messages, or
+        (from a paging store, with its ``loader``) headers whose messages are read when
+        dispatched; those weigh on the store limit only, as with the store cursor."""
         self.temp.open()
         self.sequencer.recovered(
-            max((m.sequence for ms in recovered.queues.values() for m in ms), default=0),
+            max((_headers(m).sequence for ms in recovered.queues.values() for m in ms), default=0),
             max((m.sequence for i in recovered.subscriptions for m in i.pending), default=0),
         )
-        for destination, messages in recovered.queues.items():
+        for destination, items in recovered.queues.items():
             queue = self.queue(destination)
-            for message in messages:
-                self._charge(queue.enqueue(message))
-        for item in recovered.subscriptions:
+            for item in items:
+                if isinstance(item, Message):
+                    self._charge(queue.enqueue(item))
+                elif item.complete or loader is None:
+                    self._charge(queue.enqueue(item.headers))
+                else:
+                    entry = queue.enqueue(item.headers)
+                    entry.loader = loader
+                    entry.size = item.size
+                    entry.charged = (self.usage.store,)
+                    self.usage.store.charge(item.size)
+        for recovered_sub in recovered.subscriptions:
+            durable = recovered_sub.subscription
             sub = self.add_topic_subscription(
-                TopicSubscription(item.subscription.destination, durable=item.subscription)
+                TopicSubscription(durable.destination, durable=durable)
             )
-            for message in item.pending:
+            for message in recovered_sub.pending:
                 entry = Entry(message, next(self._topic_seq))
                 self._charge(entry)
                 sub.offer(entry)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from dovecote.core.destinations import Destination
 from dovecote.core.message import Message
@@ -103,6 +103,36 @@ class RecoveredState:
     queues: dict[Destination, list[Message]] = field(default_factory=dict)
     """Each queue's stored messages in send order (their redelivery counters applied)."""
     subscriptions: list[RecoveredSubscription] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A queue message recovered from the index alone: ``headers`` has the message's id,
+    destination, priority, expiration, sequence and redelivery counter, persistent set and
+    an empty body; ``size`` is the whole message's (``Message.size``). ``complete`` says the
+    headers are in fact the whole message (an entry the index could not describe)."""
+
+    headers: Message
+    size: int
+    complete: bool = False
+
+
+@dataclass(slots=True)
+class HeaderRecovery:
+    queues: dict[Destination, list[StoredMessage]] = field(default_factory=dict)
+    """Each queue's stored messages in send order, read whole only when dispatched."""
+    subscriptions: list[RecoveredSubscription] = field(default_factory=list)
+
+
+@runtime_checkable
+class PagingStore(Protocol):
+    """A store that can start without reading every message (ActiveMQ's store cursor pages
+    from KahaDB the same way): ``recover_headers`` reads the index only, ``load_message``
+    reads one message when the broker dispatches it."""
+
+    def recover_headers(self) -> HeaderRecovery: ...
+
+    def load_message(self, destination: Destination, message_id: str) -> Message: ...
 
 
 class PersistenceAdapter(Protocol):

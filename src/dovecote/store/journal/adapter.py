@@ -21,12 +21,14 @@ from typing import Final
 
 import lmdb
 
-from dovecote.core.destinations import Destination
+from dovecote.core.destinations import Destination, parse_destination
 from dovecote.core.message import Message
 from dovecote.store.api import (
     AddSubscription,
+    HeaderRecovery,
     RecoveredState,
     RecoveredSubscription,
+    StoredMessage,
     StoreOp,
 )
 from dovecote.store.groupcommit import GroupWriter
@@ -197,6 +199,9 @@ class JournalPersistenceAdapter:
     # -- reading ---------------------------------------------------------------------------
 
     def recover(self) -> RecoveredState:
+        return self._recover(queues=True)
+
+    def _recover(self, queues: bool) -> RecoveredState:
         files, index = self._files, self._index
         assert files is not None and index is not None
         cache: dict[Location, dict[int, Message]] = {}
@@ -228,8 +233,10 @@ class JournalPersistenceAdapter:
 
         state = RecoveredState()
         topic_entries: dict[int, tuple[int, int, int]] = {}
-        for seq, (_, _, file_id, offset, counter, refs) in index.messages():
+        for seq, (_, _, file_id, offset, counter, refs, *_) in index.messages():
             if refs < 0:
+                if not queues:
+                    continue
                 message = load(seq, file_id, offset, counter)
                 state.queues.setdefault(message.destination, []).append(message)
             else:
@@ -238,6 +245,50 @@ class JournalPersistenceAdapter:
             messages = [load(seq, *topic_entries[seq]) for seq in pending if seq in topic_entries]
             state.subscriptions.append(RecoveredSubscription(sub, messages))
         return state
+
+    def recover_headers(self) -> HeaderRecovery:
+        """Queues from the index alone (their messages are read when dispatched, by
+        ``load_message``); durable subscriptions as ``recover`` gives them."""
+        index = self._index
+        assert index is not None
+        state = HeaderRecovery()
+        if next(index.subscriptions(), None) is not None:
+            state.subscriptions = self._recover(queues=False).subscriptions
+        queues: dict[str, tuple[Destination, list[StoredMessage]]] = {}
+        for seq, entry in index.messages():
+            name, message_id, file_id, offset, counter, refs = entry[:6]
+            if refs >= 0:
+                continue
+            found = queues.get(name)
+            if found is None:
+                found = queues[name] = (parse_destination(name), [])
+            destination, stored = found
+            if len(entry) >= 10:
+                priority, expiration, sequence, size = entry[6:10]
+                headers = Message(message_id, destination, persistent=True, priority=priority,
+                                  expiration=expiration, redelivery_counter=counter,
+                                  sequence=sequence)  # fmt: skip
+                stored.append(StoredMessage(headers, size))
+            else:  # an entry from before the index kept headers: read the message now
+                message = self._read_message(seq, Location(file_id, offset))
+                if message.redelivery_counter != counter:
+                    message = message.with_redelivery(counter)
+                stored.append(StoredMessage(message, message.size, complete=True))
+        state.queues = dict(queues.values())
+        return state
+
+    def load_message(self, destination: Destination, message_id: str) -> Message:
+        """One stored queue message, whole, with its current redelivery counter."""
+        index = self._index
+        assert index is not None
+        entry = index.queue_entry(str(destination), message_id)
+        if entry is None:
+            raise OSError(f"{destination} has no stored message {message_id}")
+        seq, _, _, file_id, offset, counter = entry[:6]
+        message = self._read_message(seq, Location(file_id, offset))
+        return (
+            message if message.redelivery_counter == counter else message.with_redelivery(counter)
+        )
 
     def message_count(self, destination: Destination) -> int:
         index = self._index
@@ -282,7 +333,7 @@ class JournalPersistenceAdapter:
                 moved.update(pending)
         moved.update(seq for seq, entry in entries.items() if entry[2] == oldest)
         for seq in sorted(moved):
-            _, _, entry_file, offset, counter, _ = entries[seq]
+            _, _, entry_file, offset, counter, *_ = entries[seq]
             message = self._read_message(seq, Location(entry_file, offset))
             ops.append(SequencedAdd(seq, message.with_redelivery(counter)))
         log.info("journal db-%d.log: moving %d live records to the head", oldest, len(ops))

@@ -5,8 +5,10 @@ LMDB's key order is send order):
 
 - ``meta``: ``applied`` -> the journal position the index is up to date with; ``seq`` -> the
   highest sequence number given out.
-- ``msgs``: seq -> [destination, message id, file, offset, redelivery counter, refs], where
-  refs counts the durable subscriptions still waiting for a topic message (-1 for queues).
+- ``msgs``: seq -> [destination, message id, file, offset, redelivery counter, refs,
+  priority, expiration, sequence, size], where refs counts the durable subscriptions still
+  waiting for a topic message (-1 for queues), and the last four let a queue be recovered
+  without reading its messages (entries written before they existed have only six).
 - ``qids``: destination \\0 message id -> seq, for queue messages.
 - ``tids``: message id -> seq, for topic messages.
 - ``subs``: client id \\0 name -> [destination, selector, no_local, file].
@@ -179,7 +181,8 @@ class Index:
             txn.put(message.message_id.encode(), seq, db=self.tids)
             refs = len(waiting)
         entry = [str(destination), message.message_id, at.file_id, at.offset,
-                 message.redelivery_counter, refs]  # fmt: skip
+                 message.redelivery_counter, refs, message.priority, message.expiration,
+                 message.sequence, message.size]  # fmt: skip
         txn.put(seq, _pack(entry), db=self.msgs)
         self._count(txn, at.file_id, +1)
 
@@ -241,8 +244,16 @@ class Index:
         with self.env.begin(write=True) as txn:
             txn.delete(_FILE.pack(file_id), db=self.files)
 
+    def queue_entry(self, destination: str, message_id: str) -> list[Any] | None:
+        """A queue message's entry (see ``msgs``), or None when it is not stored."""
+        with self.env.begin() as txn:
+            seq = _get(txn, _key(destination, message_id), self.qids)
+            raw = None if seq is None else _get(txn, seq, self.msgs)
+        return None if raw is None else [_SEQ.unpack(seq)[0], *_unpack(raw)]  # type: ignore[arg-type]
+
     def messages(self) -> Iterator[tuple[int, list[Any]]]:
-        """Every live message as (seq, [destination, id, file, offset, redelivery, refs])."""
+        """Every live message as (seq, [destination, id, file, offset, redelivery, refs,
+        ...]) (see ``msgs``)."""
         with self.env.begin() as txn:
             for key, value in txn.cursor(db=self.msgs):
                 yield _SEQ.unpack(key)[0], _unpack(value)

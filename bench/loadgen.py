@@ -210,3 +210,25 @@ def consume(
     for key in list(selector.get_map().values()):
         key.fileobj.close()  # type: ignore[union-attr]
     return ConsumerResult(received, first, finished, latencies)
+
+
+def first_message(port: int, destination: str, timeout_s: float = 600.0) -> None:
+    """Wait for the broker to accept a connection, subscribe (client acks, a window of one,
+    so that a broker sends just one message) and return when that first message arrives."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            sock = connect(port)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+    sock.sendall(
+        f"SUBSCRIBE\nid:1\ndestination:{destination}\nack:client\n"
+        "activemq.prefetchSize:1\n\n\x00".encode()
+    )
+    frame, _ = read_frame(sock, b"")
+    sock.close()
+    if not frame.lstrip(b"\r\n").startswith(b"MESSAGE"):
+        raise ConnectionError(f"expected a MESSAGE, got {frame[:40]!r}")

@@ -56,9 +56,10 @@ class Marshaller:
         self._writers = found.writers
 
     def frame(self, structure: Structure) -> bytes:
-        writer = self._writers.get(structure.type)
-        if writer is None:
-            raise ValueError(f"no OpenWire schema for type {structure.type}")
+        try:
+            writer = self._writers[structure.type]
+        except KeyError:
+            raise ValueError(f"no OpenWire schema for type {structure.type}") from None
         out = bytearray(5)  # the size, written last, and the type
         out[4] = structure.type
         writer(out, structure.fields, self.stack_traces)
@@ -69,9 +70,10 @@ class Marshaller:
         """Parse one frame's type byte and body; all of it must be used."""
         if not body:
             raise RemoteProtocolError("empty OpenWire frame")
-        reader = self._readers.get(body[0])
-        if reader is None:
-            raise RemoteProtocolError(f"unknown OpenWire data structure type {body[0]}")
+        try:
+            reader = self._readers[body[0]]
+        except KeyError:
+            raise RemoteProtocolError(f"unknown OpenWire data structure type {body[0]}") from None
         try:
             structure, end = reader(body, 1, 0, self.stack_traces)
         except (IndexError, struct.error):

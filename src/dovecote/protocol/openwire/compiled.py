@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
 from dovecote.core.errors import RemoteProtocolError
 from dovecote.protocol.openwire.primitives import decode_mutf8, encode_mutf8
@@ -63,9 +63,28 @@ Writer = Callable[[bytearray, dict[str, Any], bool], None]
 """(output, fields, stack traces on): appends the structure's body."""
 
 
+F = TypeVar("F")
+
+
+class _OnFirstUse(dict[int, F]):
+    """Functions by type code, each generated when first asked for: a client uses a dozen
+    of the fifty structures, and compiling all of them cost ~9 MiB of peak memory."""
+
+    def __init__(self, build: Callable[[int], F]) -> None:
+        super().__init__()
+        self._build = build
+
+    def __missing__(self, code: int) -> F:
+        if code not in SCHEMAS:
+            raise KeyError(code)
+        made = self[code] = self._build(code)
+        return made
+
+
 @dataclass(frozen=True, slots=True)
 class Layouts:
     readers: dict[int, Reader]
+    """Look up with ``[]`` (a miss generates): KeyError means no such structure."""
     writers: dict[int, Writer]
 
 
@@ -76,14 +95,15 @@ def _short() -> RemoteProtocolError:
 @cache
 def layouts(version: int) -> Layouts:
     """The readers and writers of every structure as ``version`` lays it out."""
-    readers: dict[int, Reader] = {}
-    writers: dict[int, Writer] = {}
+    readers: dict[int, Reader] = _OnFirstUse(lambda code: cast(Reader, generate(code, "read")))
+    writers: dict[int, Writer] = _OnFirstUse(lambda code: cast(Writer, generate(code, "write")))
 
     # Helpers the generated code calls for the less common field kinds.
     def nested(data: bytes, pos: int, depth: int, st: bool) -> tuple[Structure, int]:
-        reader = readers.get(data[pos])
-        if reader is None:
-            raise RemoteProtocolError(f"unknown OpenWire data structure type {data[pos]}")
+        try:
+            reader = readers[data[pos]]
+        except KeyError:
+            raise RemoteProtocolError(f"unknown OpenWire data structure type {data[pos]}") from None
         return reader(data, pos + 1, depth + 1, st)
 
     def array(data: bytes, pos: int, depth: int, st: bool) -> tuple[list[Any], int]:
@@ -102,9 +122,10 @@ def layouts(version: int) -> Layouts:
         return items, pos
 
     def write_nested(out: bytearray, value: Structure, st: bool) -> None:
-        writer = writers.get(value.type)
-        if writer is None:
-            raise ValueError(f"no OpenWire schema for type {value.type}")
+        try:
+            writer = writers[value.type]
+        except KeyError:
+            raise ValueError(f"no OpenWire schema for type {value.type}") from None
         out.append(1)
         out.append(value.type)
         writer(out, value.fields, st)
@@ -136,17 +157,16 @@ def layouts(version: int) -> Layouts:
         "_put_array": write_array,
         "_put_throwable": write_throwable,
     }
-    source: list[str] = []
-    for code in SCHEMAS:
+
+    def generate(code: int, verb: str) -> Any:
         fields = fields_for(code, version)
         if code in COMMANDS:
             fields = (("commandId", "int"), ("responseRequired", "bool"), *fields)
-        source += _reader_source(code, fields, namespace)
-        source += _writer_source(code, fields, namespace)
-    exec(compile("\n".join(source), f"<openwire v{version} layouts>", "exec"), namespace)
-    for code in SCHEMAS:
-        readers[code] = cast(Reader, namespace[f"read_{code}"])
-        writers[code] = cast(Writer, namespace[f"write_{code}"])
+        make = _reader_source if verb == "read" else _writer_source
+        source = "\n".join(make(code, fields, namespace))
+        exec(compile(source, f"<openwire v{version} {verb} {code}>", "exec"), namespace)
+        return namespace[f"{verb}_{code}"]
+
     return Layouts(readers, writers)
 
 

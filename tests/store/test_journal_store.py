@@ -249,6 +249,36 @@ async def test_disk_syncs_off_never_fsyncs(tmp_path: Path, monkeypatch: pytest.M
     await store.stop()
 
 
+async def test_unsynced_writes_are_synced_by_the_next_synced_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await open_store(tmp_path, max_file_length=8192)
+    calls: list[str] = []  # the data files fsynced (a new file also syncs its directory)
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        if name.endswith(".log"):
+            calls.append(name)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    await store.write([AddMessage(msg(0))])
+    synced = len(calls)
+    assert synced >= 1
+    # Acks nobody waits for: no fsync, even across a file roll...
+    for i in range(1, 12):
+        await store.write([AddMessage(replace(msg(i), body=b"x" * 1000))], sync=False)
+    assert len(calls) == synced
+    # ...until a write that needs one: it covers every file written meanwhile.
+    await store.write([AddMessage(msg(99))])
+    files = sorted(tmp_path.glob("db-*.log"))
+    assert len(files) > 1
+    assert len(calls) - synced >= 2  # the rolled file and the current one
+    assert ids(store)[-1] == msg(99).message_id
+    await store.stop()
+
+
 async def test_fast_fsyncs_run_in_the_loop_slow_ones_in_a_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -147,8 +147,10 @@ class PersistenceAdapter(Protocol):
     def recover(self) -> RecoveredState:
         """Everything stored, for the broker to load at start."""
 
-    async def write(self, batch: Sequence[StoreOp]) -> None:
-        """Apply the operations atomically; durable (per the adapter's sync setting) on return."""
+    async def write(self, batch: Sequence[StoreOp], sync: bool = True) -> None:
+        """Apply the operations atomically; durable (per the adapter's sync setting) on return.
+        ``sync=False`` lets an adapter skip the disk sync for this batch (a later synced
+        write, or the OS, makes it durable): KahaDB does so for acks nobody waits for."""
 
     def checkpoint(self) -> None:
         """Make recovery short: settle the index and drop what is no longer needed."""

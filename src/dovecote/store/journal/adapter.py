@@ -169,18 +169,19 @@ class JournalPersistenceAdapter:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def write(self, batch: Sequence[StoreOp]) -> None:
+    async def write(self, batch: Sequence[StoreOp], sync: bool = True) -> None:
         if not batch:
             return
         ops, self._next_seq = sequence(batch, self._next_seq)
-        await self._writer.submit(ops)
+        await self._writer.submit((ops, sync))
 
-    async def _write_group(self, group: list[list[JournalOp]]) -> None:
+    async def _write_group(self, group: list[tuple[list[JournalOp], bool]]) -> None:
         files, index = self._files, self._index
         assert files is not None and index is not None
-        written = [(files.append(encode_batch(ops)), ops) for ops in group]
-        # One fsync covers every batch of the group: this is the group commit.
-        await files.sync(self.disk_syncs)
+        written = [(files.append(encode_batch(ops)), ops) for ops, _ in group]
+        # One fsync covers every batch of the group: this is the group commit. A group of
+        # batches that asked for none (acks nobody waits for) is left to the next one.
+        await files.sync(self.disk_syncs and any(sync for _, sync in group))
         with index.env.begin(write=True) as txn:
             for location, ops in written:
                 index.note_file(txn, location.file_id)
@@ -193,7 +194,7 @@ class JournalPersistenceAdapter:
         if moves:
             # Built and written in the writer task, between groups: no other write can come
             # between reading what is live and recording its move.
-            await self._write_group([moves])
+            await self._write_group([(moves, True)])
             self.checkpoint()
 
     # -- reading ---------------------------------------------------------------------------

@@ -113,8 +113,8 @@ class DataFiles:
         return location
 
     async def sync(self, disk_syncs: bool) -> None:
-        """Make everything appended since the last call durable: one fsync per file written
-        (skipped when disk syncs are off).
+        """Make everything appended since the last sync durable: one fsync per file written
+        (skipped when ``disk_syncs`` is off, and then left for the next sync to cover).
 
         A fast fsync runs right here in the event loop: handing it to a worker thread and
         back costs more than the fsync itself on a fast disk (measured on a 2-core machine:
@@ -123,14 +123,14 @@ class DataFiles:
         over ``INLINE_SYNC_LIMIT_S`` they move to a worker thread (and back if they speed
         up again). A group of more than ``INLINE_SYNC_MAX_BYTES`` always goes to the
         thread."""
+        if not disk_syncs:
+            return
         fds = [self._fd if f == self.current_id else self._reader(f) for f in self._dirty]
         self._dirty.clear()
         # A big group (large messages) takes longer to sync, and meanwhile the loop can
         # read the next group's frames: that one goes to a thread whatever the average.
         inline = self._unsynced <= INLINE_SYNC_MAX_BYTES
         self._unsynced = 0
-        if not disk_syncs:
-            return
         for fd in fds:
             started = time.perf_counter()
             if inline and self.sync_cost_s < INLINE_SYNC_LIMIT_S:

@@ -53,7 +53,7 @@ class MemoryPersistenceAdapter:
             state.subscriptions.append(RecoveredSubscription(sub, pending))
         return state
 
-    async def write(self, batch: Sequence[StoreOp]) -> None:
+    async def write(self, batch: Sequence[StoreOp], sync: bool = True) -> None:
         for op in batch:
             self._apply(op)
 

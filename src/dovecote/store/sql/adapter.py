@@ -198,7 +198,7 @@ class SqlPersistenceAdapter:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def write(self, batch: Sequence[StoreOp]) -> None:
+    async def write(self, batch: Sequence[StoreOp], sync: bool = True) -> None:
         if not batch:
             return
         ops, self._next_seq = sequence(batch, self._next_seq)

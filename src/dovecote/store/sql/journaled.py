@@ -131,7 +131,7 @@ class JournaledSqlPersistenceAdapter:
             self._files = None
         await self.sql.stop()
 
-    async def write(self, batch: Sequence[StoreOp]) -> None:
+    async def write(self, batch: Sequence[StoreOp], sync: bool = True) -> None:
         if not batch:
             return
         ops, self._next_seq = sequence(batch, self._next_seq)

@@ -125,6 +125,9 @@ class StompConverter:
         self.connection_id = connection_id
         self.session_id = SessionId(connection_id, 1)
         self.producer_id = ProducerId(self.session_id, 1)
+        # Every SEND names them: their texts once, not per message.
+        self._producer_text = str(self.producer_id)
+        self._connection_text = str(connection_id)
         self.version = "1.0"
         self.connected = False
         self.heartbeat = HeartBeat()
@@ -200,7 +203,7 @@ class StompConverter:
             reply_to, more = self._destination(headers["reply-to"])
             commands.extend(more)
         message = Message(
-            message_id=f"{self.producer_id}:{next(self._message_seq)}",
+            message_id=f"{self._producer_text}:{next(self._message_seq)}",
             destination=destination,
             body=frame.body,
             body_type=BodyType.BYTES if "content-length" in headers else BodyType.TEXT,
@@ -213,8 +216,8 @@ class StompConverter:
             type=headers.get("type"),
             group_id=headers.get("JMSXGroupID"),
             group_seq=_int_header(headers, "JMSXGroupSeq", 0, -1, None),
-            producer_id=str(self.producer_id),
-            connection_id=str(self.connection_id),
+            producer_id=self._producer_text,
+            connection_id=self._connection_text,
             properties=properties,
         )
         commands.append(SendMessage(message, self._transaction(frame)))

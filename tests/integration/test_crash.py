@@ -196,3 +196,35 @@ def test_kill_9_loses_no_receipted_message_and_resurrects_no_acked_one(
         assert not lost, (
             f"{len(lost)} receipted messages to {destination} were lost: {sorted(lost)[:5]}"
         )
+
+
+def test_acks_without_receipts_survive_kill_9(tmp_path: Path) -> None:
+    """Acks nobody waits for are written without an fsync of their own; the page cache
+    still has them when the broker process dies, so none of them comes back."""
+    with running_broker(workdir=tmp_path) as broker:
+        link = Link(broker.stomp_port)
+        for i in range(40):
+            link.send(Frame("SEND", (("destination", "/queue/acks"), ("persistent", "true"),
+                                     ("receipt", f"s{i}")), f"m{i}".encode()))  # fmt: skip
+            assert link.read().command == "RECEIPT"
+        link.send(Frame("SUBSCRIBE", (("destination", "/queue/acks"), ("id", "1"),
+                                     ("ack", "client-individual"),
+                                     ("activemq.prefetchSize", "40"))))  # fmt: skip
+        got = [link.read() for _ in range(40)]
+        for message in got[:30]:
+            link.send(Frame("ACK", (("id", message.get("ack") or ""),)))
+        # Frames are handled in order: once this receipt is here, the acks are done.
+        link.send(Frame("SUBSCRIBE", (("destination", "/queue/elsewhere"), ("id", "2"),
+                                     ("receipt", "done"))))  # fmt: skip
+        while (frame := link.read()).command != "RECEIPT":
+            pass
+        broker.process.send_signal(signal.SIGKILL)
+        broker.process.wait()
+    with running_broker(workdir=tmp_path) as broker:
+        link = Link(broker.stomp_port)
+        link.send(Frame("SUBSCRIBE", (("destination", "/queue/acks"), ("id", "1"),
+                                     ("receipt", "sub"))))  # fmt: skip
+        bodies = []
+        while (frame := link.read()).command == "MESSAGE":
+            bodies.append(frame.body)
+        assert sorted(bodies) == sorted(f"m{i}".encode() for i in range(30, 40))

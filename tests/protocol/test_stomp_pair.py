@@ -179,3 +179,17 @@ async def test_encoded_dispatch_is_the_frame_for_every_subscriber(broker: Broker
     await sender.frame("SEND", b"one", destination="/topic/news", colour="r:ed")
     await sender.frame("SEND", b"two", destination="/topic/news", reply_to="/queue/replies")
     assert all(len(frames) == 2 for frames in encoded.values())
+
+
+async def test_only_acks_with_a_receipt_ask_for_a_synced_store_write(broker: Broker) -> None:
+    client = await connected(broker, "c")
+    await client.frame("SUBSCRIBE", destination="/queue/a", id="1", ack="client-individual")
+    for body in (b"one", b"two"):
+        await client.frame("SEND", body, destination="/queue/a", persistent="true")
+    first, second = client.messages()
+    plain = client.converter.on_frame(Frame("ACK", (("id", first.get("ack") or ""),)))
+    receipted = client.converter.on_frame(
+        Frame("ACK", (("id", second.get("ack") or ""), ("receipt", "r")))
+    )
+    assert [c.sync for c in plain.commands] == [False]  # type: ignore[attr-defined]
+    assert [c.sync for c in receipted.commands] == [True]  # type: ignore[attr-defined]

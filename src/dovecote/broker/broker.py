@@ -531,7 +531,8 @@ class Broker:
                     consumer.free_window(entries)
                     tx.acks.append(TransactedAck(record, entries))
                 else:
-                    await self.store.write(self.regions.consume_ops(origin, entries))
+                    ops = self.regions.consume_ops(origin, entries)
+                    await self.store.write(ops, sync=ack.sync)
                     consumer.settle(entries)
                     release_all(entries)
                     if isinstance(origin, Queue):

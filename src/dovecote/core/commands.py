@@ -105,6 +105,10 @@ class MessageAck:
     message_count: int = 1
     transaction_id: TransactionId | None = None
     poison_cause: str | None = None
+    sync: bool = True
+    """The client waits for this ack to be done (a STOMP receipt, an OpenWire response):
+    its store write is synced. Others are not (as KahaDB does): a crash of the machine
+    before the next sync may redeliver them; a crash of the broker cannot."""
 
 
 @dataclass(frozen=True, slots=True)

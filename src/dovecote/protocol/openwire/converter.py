@@ -351,6 +351,7 @@ class OpenWireConverter:
             message_count=s.get("messageCount", 1),
             transaction_id=self._transaction(s["transactionId"]),
             poison_cause=f"{cause.class_name}: {cause.message}" if cause is not None else None,
+            sync=bool(s["responseRequired"]),
         )
         return OpenWireRequest((ack,))
 

@@ -5,9 +5,13 @@ temp store on disk, which a restart wipes."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.request
 from pathlib import Path
+
+import pytest
 
 from brokers import BrokerProcess, running_broker
 from dovecote.protocol.stomp import Frame
@@ -145,11 +149,15 @@ def test_without_flow_control_non_persistent_messages_spill_to_disk(tmp_path: Pa
         assert consumer.read().command == "RECEIPT"
 
 
-def test_store_cursor_keeps_a_persistent_backlog_out_of_memory(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", ["journal", "sql"])
+def test_store_cursor_keeps_a_persistent_backlog_out_of_memory(tmp_path: Path, store: str) -> None:
     """ActiveMQ's default store cursor: a persistent backlog many times the memory limit is
     accepted (a send the limit held back would be an ERROR here), kept in order through a
-    restart, and delivered whole; only the vm cursor holds producers at the limit."""
-    config = "[usage]\nmemory_limit = 262144\nsend_fail_if_no_space = true\n"
+    restart, and delivered whole; only the vm cursor holds producers at the limit. The
+    journal reads such messages back itself; the SQL store's wait in the temp store."""
+    config = (
+        f'[store]\nkind = "{store}"\n[usage]\nmemory_limit = 262144\nsend_fail_if_no_space = true\n'
+    )
     spill = tmp_path / "data" / "tmp_storage" / "spill.dat"
     total = 1000  # 2 MB of bodies: 8 times the limit
     with running_broker(config, workdir=tmp_path) as broker:
@@ -158,7 +166,15 @@ def test_store_cursor_keeps_a_persistent_backlog_out_of_memory(tmp_path: Path) -
             body = f"{i:06d}".encode() + BODY
             reply = send(link, "/queue/backlog", body, f"r{i}", persistent="true")
             assert reply.command == "RECEIPT", reply.get("message")
-        assert spill.stat().st_size > 1024 * 1024  # the bodies past 70% of the limit
+        url = f"http://127.0.0.1:{broker.console_port}/api/broker"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            usage = json.loads(response.read())
+        assert usage["memoryUsage"] <= 262144  # what is past 70% waits out of memory...
+        assert usage["storeUsage"] >= total * len(BODY)  # ...weighing on the store only
+        if store == "journal":
+            assert spill.stat().st_size == 0  # read back from the journal, not copied aside
+        else:
+            assert spill.stat().st_size > 1024 * 1024
     with running_broker(config, workdir=tmp_path) as broker:
         consumer = Link(broker.stomp_port)
         consumer.send(Frame("SUBSCRIBE", (("destination", "/queue/backlog"), ("id", "1"),

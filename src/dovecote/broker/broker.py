@@ -105,7 +105,7 @@ class Broker:
         if isinstance(self.store, PagingStore):
             # Only the index is read now; each message when it is dispatched.
             recovered = self.store.recover_headers()
-            self.regions.load(recovered, self.store.load_message)
+            self.regions.load(recovered)
         else:
             recovered = self.store.recover()
             self.regions.load(recovered)

@@ -28,6 +28,7 @@ from dovecote.store.api import (
     AckSubscription,
     AddMessage,
     HeaderRecovery,
+    PagingStore,
     PersistenceAdapter,
     RecoveredState,
     RemoveMessage,
@@ -61,6 +62,11 @@ class Regions:
     ) -> None:
         self.settings = settings
         self.store = store
+        # A store that reads one message back (the journal) holds the bodies the store
+        # cursor keeps out of memory; for others they wait in the temp store.
+        self._loader: MessageLoader | None = (
+            store.load_message if isinstance(store, PagingStore) else None
+        )
         self.clock = clock
         self.usage = SystemUsage(
             settings.memory_limit,
@@ -79,12 +85,10 @@ class Regions:
         """Counters per topic (queues keep their own); a topic exists once sent to."""
         self._topic_seq = count(1)
 
-    def load(
-        self, recovered: RecoveredState | HeaderRecovery, loader: MessageLoader | None = None
-    ) -> None:
+    def load(self, recovered: RecoveredState | HeaderRecovery) -> None:
         """Fill the destinations from what the store recovered at start: whole messages, or
-        (from a paging store, with its ``loader``) headers whose messages are read when
-        dispatched; those weigh on the store limit only, as with the store cursor."""
+        (from a paging store) headers whose messages are read when dispatched; those weigh
+        on the store limit only, as with the store cursor."""
         self.temp.open()
         self.sequencer.recovered(
             max((_headers(m).sequence for ms in recovered.queues.values() for m in ms), default=0),
@@ -95,14 +99,12 @@ class Regions:
             for item in items:
                 if isinstance(item, Message):
                     self._charge(queue.enqueue(item))
-                elif item.complete or loader is None:
+                elif item.complete or self._loader is None:
                     self._charge(queue.enqueue(item.headers))
                 else:
                     entry = queue.enqueue(item.headers)
-                    entry.loader = loader
                     entry.size = item.size
-                    entry.charged = (self.usage.store,)
-                    self.usage.store.charge(item.size)
+                    self._page_out(entry, self._loader)
         for recovered_sub in recovered.subscriptions:
             durable = recovered_sub.subscription
             sub = self.add_topic_subscription(
@@ -194,11 +196,14 @@ class Regions:
                 and memory.above(CURSOR_HIGH_WATER_MARK)
                 and self.settings.policies.for_destination(message.destination).store_cursor
             ):
-                # The store cursor: the journal holds the durable copy; the body waits in
-                # the temp store (a cache, never fsynced) until dispatch reads it back, and
-                # the entry weighs on the store limit only.
-                entry.spill = (self.temp, self.temp.put(message.body))
+                # The store cursor: the store holds the durable copy and dispatch reads the
+                # message back from it (or, for a store that cannot, the body from the temp
+                # store, a cache never fsynced); the entry weighs on the store limit only.
                 entry.message = replace(message, body=b"")
+                if self._loader is not None and message.destination.is_queue:
+                    self._page_out(entry, self._loader)
+                    return
+                entry.spill = (self.temp, self.temp.put(message.body))
                 entry.charged = (self.usage.store,)
             else:
                 entry.charged = (memory, self.usage.store)
@@ -210,6 +215,12 @@ class Regions:
             entry.charged = (memory,)
         for usage in entry.charged:
             usage.charge(entry.size)
+
+    def _page_out(self, entry: Entry, loader: MessageLoader) -> None:
+        """Keep only a stored queue message's headers; dispatch reads it back whole."""
+        entry.loader = loader
+        entry.charged = (self.usage.store,)
+        self.usage.store.charge(entry.size)
 
     async def route(self, messages: Iterable[Message], extra_ops: Iterable[StoreOp] = ()) -> None:
         """Store (persistent ones, in one batch) and then deliver messages to destinations."""

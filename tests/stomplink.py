@@ -35,5 +35,24 @@ class Link:
                 self.parser.receive_data(data)
             assert event in (NEED_DATA, HEARTBEAT)
 
+    def until_receipt(self) -> Frame:
+        """Read past everything else to the next RECEIPT (frames are handled in order: it
+        also says everything sent before it was done)."""
+        while (frame := self.read()).command != "RECEIPT":
+            pass
+        return frame
+
+    def take_backlog(self, destination: str, *headers: tuple[str, str]) -> list[Frame]:
+        """Subscribe with auto ack and a receipt and return the messages that came before
+        the receipt: an auto-ack subscription has no window, so dovecote dispatches all
+        that the destination holds before it answers."""
+        self.send(Frame("SUBSCRIBE", (("destination", destination), ("id", "backlog"),
+                                      ("receipt", "backlog"), *headers)))  # fmt: skip
+        messages = []
+        while (frame := self.read()).command == "MESSAGE":
+            messages.append(frame)
+        assert frame.get("receipt-id") == "backlog", frame
+        return messages
+
     def close(self) -> None:
         self.sock.close()

@@ -156,9 +156,7 @@ class DataFiles:
         fd = self._reader(location.file_id)
         length, crc, kind = RECORD_HEADER.unpack(os.pread(fd, RECORD_HEADER.size, location.offset))
         payload = os.pread(fd, length, location.offset + RECORD_HEADER.size)
-        if len(payload) != length or not check_record(kind, crc, payload):
-            raise OSError(f"journal record at {location} is damaged")
-        return payload
+        return _checked(location, length, crc, kind, payload)
 
     def read_file(self, file_id: int) -> bytes:
         """A whole data file, for reading many of its records (recovery)."""
@@ -169,10 +167,7 @@ class DataFiles:
         """The payload of the record at ``location`` in its file's bytes."""
         length, crc, kind = RECORD_HEADER.unpack_from(data, location.offset)
         start = location.offset + RECORD_HEADER.size
-        payload = data[start : start + length]
-        if len(payload) != length or not check_record(kind, crc, payload):
-            raise OSError(f"journal record at {location} is damaged")
-        return payload
+        return _checked(location, length, crc, kind, data[start : start + length])
 
     def scan(self, start: Location | None) -> Iterator[tuple[Location, bytes]]:
         """Every good record from ``start`` (default: the beginning) to the end. A torn or
@@ -260,6 +255,12 @@ class DataFiles:
 
 
 _NO_RECORD = bytes(RECORD_HEADER.size)
+
+
+def _checked(location: Location, length: int, crc: int, kind: int, payload: bytes) -> bytes:
+    if len(payload) != length or not check_record(kind, crc, payload):
+        raise OSError(f"journal record at {location} is damaged")
+    return payload
 
 
 def _preallocate(fd: int, length: int) -> None:

@@ -10,11 +10,17 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
-import msgpack
 import pytest
 from contract import Q, StoreContract, msg
 
-from dovecote.store.api import AddMessage, PersistenceAdapter, RemoveMessage, UpdateRedelivery
+from dovecote.core.destinations import parse_destination
+from dovecote.store.api import (
+    AddMessage,
+    PersistenceAdapter,
+    RemoveMessage,
+    StoredQueue,
+    UpdateRedelivery,
+)
 from dovecote.store.journal import JournalPersistenceAdapter
 
 
@@ -314,42 +320,50 @@ async def test_fast_fsyncs_run_in_the_loop_slow_ones_in_a_thread(
     assert threads[0] == loop_thread and loop_thread not in threads[1:]
 
 
-async def test_queues_recover_from_the_index_alone_and_load_when_asked(tmp_path: Path) -> None:
+async def test_queues_recover_as_counts_and_are_read_a_page_at_a_time(tmp_path: Path) -> None:
     store = await open_store(tmp_path)
-    sent = [
-        replace(msg(0), priority=7, expiration=123, sequence=10, properties={"k": "v"}),
-        replace(msg(1), sequence=11),
-        replace(msg(2), sequence=12),
-    ]
+    other = parse_destination("queue://other")
+    sent = [replace(msg(i), sequence=10 + i, properties={"k": "v"}) for i in range(5)]
+    sent[3] = replace(sent[3], priority=7, expiration=123)
     await store.write([AddMessage(m) for m in sent])
+    await store.write([AddMessage(replace(msg(9), destination=other, sequence=99))])
     await store.write([RemoveMessage(Q, sent[1].message_id)])
     await store.write([UpdateRedelivery(Q, sent[2].message_id, 2)])
     await store.stop()
     store = await open_store(tmp_path)
-    recovered = store.recover_headers()
-    stored = recovered.queues[Q]
-    assert [s.headers.message_id for s in stored] == [sent[0].message_id, sent[2].message_id]
-    first, last = (s.headers for s in stored)
-    assert (first.priority, first.expiration, first.sequence) == (7, 123, 10)
-    assert first.body == b"" and first.persistent and not stored[0].complete
-    assert stored[0].size == sent[0].size  # the whole message's, for the store limit
-    assert last.redelivery_counter == 2
-    assert store.load_message(Q, sent[0].message_id) == sent[0]
-    assert store.load_message(Q, sent[2].message_id) == sent[2].with_redelivery(2)
-    with pytest.raises(OSError, match="no stored message"):
-        store.load_message(Q, sent[1].message_id)
+    recovered = store.recover_paged()
+    kept = [sent[0], sent[2].with_redelivery(2), sent[3], sent[4]]
+    assert recovered.queues[Q] == StoredQueue(4, sum(m.size for m in kept), 14)
+    assert recovered.queues[other].count == 1
+    first = store.read_queue(Q, (0, 0), 2)
+    assert first.messages == kept[:2]  # whole, in order, with the redelivery counter
+    rest = store.read_queue(Q, first.next, 10)
+    assert rest.messages == kept[2:]
+    assert store.read_queue(Q, rest.next, 10).messages == []
+    # From a message's sequence on (where the broker starts holding a live backlog):
+    assert store.read_queue(Q, (13, 0), 10).messages == kept[2:]
+    await store.write([RemoveMessage(Q, m.message_id) for m in kept])
+    assert Q not in store.recover_paged().queues  # nothing left: no count either
+    assert store.message_count(Q) == 0 and store.message_count(other) == 1
     await store.stop()
 
 
-async def test_index_entries_without_headers_recover_whole(tmp_path: Path) -> None:
+async def test_an_index_of_an_older_layout_is_rebuilt_from_the_journal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     store = await open_store(tmp_path)
-    await store.write([AddMessage(msg(0))])
+    sent = [replace(msg(i), sequence=1 + i) for i in range(3)]
+    await store.write([AddMessage(m) for m in sent])
     index = store._index
     assert index is not None
-    with index.env.begin(write=True) as txn:  # as an index written before headers were kept
-        for key, value in list(txn.cursor(db=index.msgs)):
-            entry = msgpack.unpackb(value)
-            txn.put(key, msgpack.packb(entry[:6]), db=index.msgs)
-    (stored,) = store.recover_headers().queues[Q]
-    assert stored.complete and stored.headers == msg(0)
+    with index.env.begin(write=True) as txn:  # as dovecote 0.1 left it: no order, no counts
+        txn.delete(b"version", db=index.meta)
+        txn.drop(index.qseq, delete=False)
+        txn.drop(index.qstat, delete=False)
+    await store.stop()
+    with caplog.at_level(logging.WARNING):
+        store = await open_store(tmp_path)
+    assert "rebuilding" in caplog.text
+    assert store.recover_paged().queues[Q].count == 3
+    assert store.read_queue(Q, (0, 0), 10).messages == sent
     await store.stop()

@@ -9,6 +9,7 @@ from dovecote.core.commands import ConsumerInfo, MessageDispatch
 from dovecote.core.destinations import queue
 from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
 from dovecote.core.message import Message
+from dovecote.store.api import QueuePage
 
 Q = queue("q")
 SESSION = SessionId(ConnectionId("ID:c"), 1)
@@ -186,3 +187,20 @@ def test_higher_priority_consumer_first_until_its_window_is_full() -> None:
     fill(q, 5)
     q.dispatch(0)
     assert got_high == ["m0", "m1", "m2"] and got_low == ["m3", "m4"]
+
+
+def test_a_stored_backlog_counts_in_the_size_and_pages_in_from_where_it_stands() -> None:
+    q = Queue(Q)
+    held = [Message(f"s{i}", Q, body=b"xy", sequence=100 + i) for i in range(3)]
+    for message in held:
+        q.hold_stored(message)
+    assert (q.stored, q.stored_bytes, q.stored_from) == (3, 3 * held[0].size, (100, 0))
+    assert q.size() == 3 and q.pending_count == 0 and q.stats.enqueued == 3
+    q.take_page(QueuePage(held[:2], (101, 8)))
+    assert (q.stored, q.stored_bytes, q.stored_from) == (1, held[0].size, (101, 8))
+    c, got = make_consumer(1)
+    q.add_consumer(c)
+    q.dispatch(0)
+    assert got == ["s0", "s1"] and q.size() == 3
+    q.take_page(QueuePage([], (101, 8)))  # the store had less than counted: forget the rest
+    assert (q.stored, q.stored_bytes) == (0, 0)

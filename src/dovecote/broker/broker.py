@@ -64,7 +64,7 @@ from dovecote.core.message import BodyType, Message
 from dovecote.store.api import (
     AddSubscription,
     DurableSubscription,
-    HeaderRecovery,
+    PagedRecovery,
     PagingStore,
     PersistenceAdapter,
     RecoveredState,
@@ -101,10 +101,10 @@ class Broker:
 
     async def start(self) -> None:
         await self.store.start()
-        recovered: RecoveredState | HeaderRecovery
+        recovered: RecoveredState | PagedRecovery
         if isinstance(self.store, PagingStore):
-            # Only the index is read now; each message when it is dispatched.
-            recovered = self.store.recover_headers()
+            # Only each queue's count is read now; its messages a page at a time.
+            recovered = self.store.recover_paged()
             self.regions.load(recovered)
         else:
             recovered = self.store.recover()
@@ -245,6 +245,7 @@ class Broker:
                 self._cancel_pull_timer(consumer.info.consumer_id)
                 release_all(consumer.take_back())
             release_all(queue.remove_pending())
+            self.regions.forget_stored(queue)
             await self.store.write([RemoveDestination(destination)])
         for sub in self.regions.topic_subs.pop(destination, []):
             release_all(sub.detach())
@@ -473,7 +474,7 @@ class Broker:
         destination = consumer.info.destination
         if destination.is_queue and destination in self.regions.queues:
             now = self.regions.clock()
-            for message in self.regions.queues[destination].browse():
+            for message in self.regions.browse(self.regions.queues[destination]):
                 if not message.is_expired(now) and consumer.matches(message):
                     consumer.sink(MessageDispatch(consumer.info.consumer_id, message))
         consumer.sink(MessageDispatch(consumer.info.consumer_id, None))

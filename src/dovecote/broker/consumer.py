@@ -14,7 +14,6 @@ from typing import NamedTuple
 
 from dovecote.broker.usage import TempStore, Usage
 from dovecote.core.commands import AckType, ConsumerInfo, MessageAck, MessageDispatch
-from dovecote.core.destinations import Destination
 from dovecote.core.errors import BrokerError
 from dovecote.core.message import Message
 from dovecote.core.selector import Selector, compile_selector
@@ -29,12 +28,9 @@ class Dispatched(NamedTuple):
     settled: list[Entry]
 
 
-MessageLoader = Callable[[Destination, str], Message]
-
-
 class Entry:
     __slots__ = (
-        "charged", "loader", "message", "redelivery_counter", "seq", "size", "spill",
+        "charged", "message", "redelivery_counter", "seq", "size", "spill",
         "window_freed",
     )  # fmt: skip
 
@@ -50,9 +46,6 @@ class Entry:
         self.charged: tuple[Usage, ...] = ()
         # Where the body waits on disk when the entry was spilled out of memory.
         self.spill: tuple[TempStore, tuple[int, int]] | None = None
-        # Set when only the headers are here (recovered from the store's index): the store
-        # reads the whole message when it is dispatched.
-        self.loader: MessageLoader | None = None
 
     @property
     def message_id(self) -> str:
@@ -61,8 +54,6 @@ class Entry:
     def full_message(self) -> Message:
         """The message with its body, read back from the temp store if it was spilled, and
         the broker's redelivery counter."""
-        if self.loader is not None:
-            self.page_in()
         message = self.message
         if self.spill is not None:
             store, where = self.spill
@@ -70,12 +61,6 @@ class Entry:
         if self.redelivery_counter != message.redelivery_counter:
             message = message.with_redelivery(self.redelivery_counter)
         return message
-
-    def page_in(self) -> None:
-        """Read the whole message of an entry recovered as headers only."""
-        assert self.loader is not None
-        self.message = self.loader(self.message.destination, self.message.message_id)
-        self.loader = None
 
     def release(self) -> None:
         """The broker is done with this entry: give back what it was counted in."""

@@ -7,6 +7,12 @@ first); message groups pin a group to the consumer that got its first message, a
 exclusive consumers take everything while present.
 A message no consumer can take now is set aside and put back in place, and a pass looks at
 no more than ``PAGE_SIZE`` of those, as ActiveMQ's maxPageSize bounds its paging.
+
+With a paging store, the newest part of a long persistent backlog is held by the store
+alone (``stored`` messages from position ``stored_from`` on) and paged in, in send order, as
+the pending ones run low; while any are there, new persistent messages join them, so send
+order holds. Priorities then order messages within what is paged in (ActiveMQ's store cursor
+without prioritizedMessages does the same).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dovecote.broker.consumer import Consumer, Dispatched, Entry
 from dovecote.core.destinations import Destination
 from dovecote.core.ids import ConsumerId
 from dovecote.core.message import Message
+from dovecote.store.api import QueuePage, QueuePosition
 
 PAGE_SIZE = 200
 _PRIORITIES = range(9, -1, -1)
@@ -44,6 +51,9 @@ class Queue:
         self._mixed_priorities = False
         self._seq = 0
         self.stats = QueueStats()
+        self.stored = 0
+        self.stored_bytes = 0
+        self.stored_from: QueuePosition = (0, 0)
 
     # -- content ---------------------------------------------------------------------------
 
@@ -54,6 +64,33 @@ class Queue:
         self._pending_count += 1
         self.stats.enqueued += 1
         return entry
+
+    def hold_stored(self, message: Message) -> None:
+        """Leave a stored message to the store until it is paged in. Messages reach a
+        queue in the order of their sequence numbers (given out before the store write that
+        orders them), so the first ``stored`` of the store's messages from ``stored_from``
+        are exactly these."""
+        if not self.stored:
+            self.stored_from = (message.sequence, 0)
+        self.stored += 1
+        self.stored_bytes += message.size
+        self.stats.enqueued += 1
+
+    def take_page(self, page: QueuePage) -> list[Entry]:
+        """Queue the messages of a page read from ``stored_from``."""
+        entries: list[Entry] = []
+        for message in page.messages:
+            self._seq += 1
+            entry = Entry(message, self._seq)
+            self._pending[_clamp(message.priority)].append(entry)
+            entries.append(entry)
+            self.stored_bytes -= entry.size
+        self._pending_count += len(entries)
+        self.stored -= len(entries)
+        self.stored_from = page.next
+        if not page.messages or self.stored <= 0:
+            self.stored = self.stored_bytes = 0
+        return entries
 
     def requeue(self, entries: list[Entry]) -> None:
         """Put entries back for redelivery, each in its original place by sequence (each
@@ -83,8 +120,9 @@ class Queue:
         return sum(len(c.inflight) for c in self.consumers)
 
     def size(self) -> int:
-        """Messages held: waiting plus in flight (ActiveMQ's queue size)."""
-        return self._pending_count + self.inflight_count
+        """Messages held: waiting (in memory or in the store only) plus in flight
+        (ActiveMQ's queue size)."""
+        return self._pending_count + self.stored + self.inflight_count
 
     def pending_entries(self) -> Iterator[Entry]:
         for priority in _PRIORITIES:
@@ -147,8 +185,6 @@ class Queue:
                     self._pending_count -= 1
                     result.expired.append(entry)
                     continue
-                if entry.loader is not None:
-                    entry.page_in()  # selectors and groups need the whole message
                 consumer = self._choose(entry, candidates)
                 if consumer is None:
                     skipped.append(entry)

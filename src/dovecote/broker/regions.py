@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from itertools import count
 
 from dovecote.broker.connection import Origin
-from dovecote.broker.consumer import Dispatched, Entry, MessageLoader, release_all
+from dovecote.broker.consumer import Dispatched, Entry, release_all
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.queue import Queue, QueueStats
 from dovecote.broker.sequencer import Sequencer
@@ -27,12 +27,13 @@ from dovecote.core.message import Message
 from dovecote.store.api import (
     AckSubscription,
     AddMessage,
-    HeaderRecovery,
+    PagedRecovery,
     PagingStore,
     PersistenceAdapter,
+    QueuePage,
+    QueuePosition,
     RecoveredState,
     RemoveMessage,
-    StoredMessage,
     StoreOp,
     UpdateRedelivery,
 )
@@ -43,10 +44,13 @@ DLQ_CAUSE_PROPERTY = "dlqDeliveryFailureCause"
 CURSOR_HIGH_WATER_MARK = 0.7
 """ActiveMQ's cursorMemoryHighWaterMark: past this share of its memory limit, a store
 cursor keeps persistent messages out of memory."""
+PAGE_IN_BELOW = 200
+"""A queue with messages in the store only reads more once fewer than this wait in memory."""
+PAGE_IN_CHUNK = 100
+"""Messages read from the store at a time, up to ``2 * PAGE_IN_BELOW`` waiting or the
+memory mark."""
 
-
-def _headers(item: Message | StoredMessage) -> Message:
-    return item if isinstance(item, Message) else item.headers
+QueueReader = Callable[[Destination, QueuePosition, int], QueuePage]
 
 
 def now_ms() -> int:
@@ -62,10 +66,11 @@ class Regions:
     ) -> None:
         self.settings = settings
         self.store = store
-        # A store that reads one message back (the journal) holds the bodies the store
-        # cursor keeps out of memory; for others they wait in the temp store.
-        self._loader: MessageLoader | None = (
-            store.load_message if isinstance(store, PagingStore) else None
+        # A store that reads a queue back a page at a time (the journal) holds the queue
+        # messages the store cursor keeps out of memory; for others the bodies wait in the
+        # temp store.
+        self._reader: QueueReader | None = (
+            store.read_queue if isinstance(store, PagingStore) else None
         )
         self.clock = clock
         self.usage = SystemUsage(
@@ -85,26 +90,31 @@ class Regions:
         """Counters per topic (queues keep their own); a topic exists once sent to."""
         self._topic_seq = count(1)
 
-    def load(self, recovered: RecoveredState | HeaderRecovery) -> None:
+    def load(self, recovered: RecoveredState | PagedRecovery) -> None:
         """Fill the destinations from what the store recovered at start: whole messages, or
-        (from a paging store) headers whose messages are read when dispatched; those weigh
-        on the store limit only, as with the store cursor."""
+        (from a paging store) each queue's count, its messages left in the store to be paged
+        in as they are dispatched; those weigh on the store limit only, as with the store
+        cursor."""
         self.temp.open()
+        if isinstance(recovered, PagedRecovery):
+            last_queued = max((q.last_sequence for q in recovered.queues.values()), default=0)
+        else:
+            last_queued = max(
+                (m.sequence for ms in recovered.queues.values() for m in ms), default=0
+            )
         self.sequencer.recovered(
-            max((_headers(m).sequence for ms in recovered.queues.values() for m in ms), default=0),
+            last_queued,
             max((m.sequence for i in recovered.subscriptions for m in i.pending), default=0),
         )
-        for destination, items in recovered.queues.items():
+        for destination, held in recovered.queues.items():
             queue = self.queue(destination)
-            for item in items:
-                if isinstance(item, Message):
-                    self._charge(queue.enqueue(item))
-                elif item.complete or self._loader is None:
-                    self._charge(queue.enqueue(item.headers))
-                else:
-                    entry = queue.enqueue(item.headers)
-                    entry.size = item.size
-                    self._page_out(entry, self._loader)
+            if isinstance(held, list):
+                for message in held:
+                    self._charge(queue.enqueue(message))
+            else:
+                queue.stored, queue.stored_bytes = held.count, held.size
+                queue.stats.enqueued += held.count
+                self.usage.store.charge(held.size)
         for recovered_sub in recovered.subscriptions:
             durable = recovered_sub.subscription
             sub = self.add_topic_subscription(
@@ -114,6 +124,72 @@ class Regions:
                 entry = Entry(message, next(self._topic_seq))
                 self._charge(entry)
                 sub.offer(entry)
+
+    # -- the store cursor: queue messages held by the store only ---------------------------
+
+    def _held_by_store(self, queue: Queue, message: Message) -> bool:
+        """Whether a new queue message stays in the store only: always while older ones do
+        (send order), else once its destination's memory is past the cursor's mark."""
+        if self._reader is None or not message.persistent:
+            return False
+        if queue.stored:
+            return True
+        return bool(message.body) and (
+            self.memory_usage(message.destination).above(CURSOR_HIGH_WATER_MARK)
+            and self.settings.policies.for_destination(message.destination).store_cursor
+        )
+
+    def page_in(self, queue: Queue, everything: bool = False) -> None:
+        """Read a stored queue's next messages while few wait in memory, as many as fit
+        below the memory mark (one at least when none wait), or all of them."""
+        reader = self._reader
+        if reader is None:
+            return
+        memory = self.memory_usage(queue.destination)
+        while queue.stored:
+            if everything:
+                limit = PAGE_IN_CHUNK
+            elif queue.pending_count >= 2 * PAGE_IN_BELOW:
+                return
+            else:
+                room = memory.room_below(CURSOR_HIGH_WATER_MARK)
+                average = max(queue.stored_bytes // queue.stored, 1)
+                limit = PAGE_IN_CHUNK if room is None else min(PAGE_IN_CHUNK, room // average)
+                if limit <= 0:
+                    if queue.pending_count:
+                        return
+                    limit = 1
+            # Never past the messages counted: the index may already hold a message whose
+            # send has not come back from the store to be counted (and held) yet.
+            page = reader(queue.destination, queue.stored_from, min(limit, queue.stored))
+            if not page.messages:
+                log.warning("%s: %d messages expected in the store were not found",
+                            queue.destination, queue.stored)  # fmt: skip
+            for entry in queue.take_page(page):
+                # Charged to the store when it was held there; now to memory as well.
+                entry.charged = (memory, self.usage.store)
+                memory.charge(entry.size)
+
+    def page_in_all(self, queue: Queue) -> None:
+        """Bring every stored message of a queue into memory (for readers that need the
+        whole queue at once: stream offsets)."""
+        self.page_in(queue, everything=True)
+
+    def forget_stored(self, queue: Queue) -> None:
+        """A removed queue's stored messages go with it (the store removes them)."""
+        self.usage.store.release(queue.stored_bytes)
+        queue.stored = queue.stored_bytes = 0
+
+    def browse(self, queue: Queue) -> Iterator[Message]:
+        """Everything a queue holds, those left in the store last, read a page at a time."""
+        yield from queue.browse()
+        reader, start, left = self._reader, queue.stored_from, queue.stored
+        while reader is not None and left > 0:
+            page = reader(queue.destination, start, min(PAGE_IN_CHUNK, left))
+            if not page.messages:
+                return
+            yield from page.messages
+            start, left = page.next, left - len(page.messages)
 
     def queue(self, destination: Destination) -> Queue:
         queue = self.queues.get(destination)
@@ -196,13 +272,10 @@ class Regions:
                 and memory.above(CURSOR_HIGH_WATER_MARK)
                 and self.settings.policies.for_destination(message.destination).store_cursor
             ):
-                # The store cursor: the store holds the durable copy and dispatch reads the
-                # message back from it (or, for a store that cannot, the body from the temp
-                # store, a cache never fsynced); the entry weighs on the store limit only.
+                # The store cursor for a store that cannot read a queue back a page at a
+                # time (and for durable subscriptions): the body waits in the temp store (a
+                # cache never fsynced); the entry weighs on the store limit only.
                 entry.message = replace(message, body=b"")
-                if self._loader is not None and message.destination.is_queue:
-                    self._page_out(entry, self._loader)
-                    return
                 entry.spill = (self.temp, self.temp.put(message.body))
                 entry.charged = (self.usage.store,)
             else:
@@ -215,12 +288,6 @@ class Regions:
             entry.charged = (memory,)
         for usage in entry.charged:
             usage.charge(entry.size)
-
-    def _page_out(self, entry: Entry, loader: MessageLoader) -> None:
-        """Keep only a stored queue message's headers; dispatch reads it back whole."""
-        entry.loader = loader
-        entry.charged = (self.usage.store,)
-        self.usage.store.charge(entry.size)
 
     async def route(self, messages: Iterable[Message], extra_ops: Iterable[StoreOp] = ()) -> None:
         """Store (persistent ones, in one batch) and then deliver messages to destinations."""
@@ -263,7 +330,11 @@ class Regions:
         for message in to_queues:
             queue = queues.get(message.destination) or self.queue(message.destination)
             queues[message.destination] = queue
-            self._charge(queue.enqueue(message))
+            if self._held_by_store(queue, message):
+                queue.hold_stored(message)
+                self.usage.store.charge(message.size)
+            else:
+                self._charge(queue.enqueue(message))
         touched: dict[int, TopicSubscription] = {}
         for message, subs in to_topics:
             for sub in subs:
@@ -304,7 +375,16 @@ class Regions:
                 await self._dispatch_sub(origin)
 
     async def _dispatch_queue(self, queue: Queue) -> None:
-        await self._settle_dispatched(queue, queue.dispatch(self.clock()))
+        while True:
+            if queue.stored and queue.consumers:
+                self.page_in(queue)
+            dispatched = queue.stats.dispatched
+            done = queue.dispatch(self.clock())
+            await self._settle_dispatched(queue, done)
+            # Consumers may have room for more than one page of a stored backlog.
+            progress = queue.stats.dispatched > dispatched or done.expired
+            if not (queue.stored and progress and queue.pending_count < PAGE_IN_BELOW):
+                return
 
     async def _dispatch_sub(self, sub: TopicSubscription) -> None:
         await self._settle_dispatched(sub, sub.dispatch(self.clock()))

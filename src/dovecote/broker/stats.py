@@ -157,13 +157,18 @@ async def purge(broker: Broker, destination: Destination) -> int:
     q = broker.regions.queues.get(destination)
     if q is None:
         return 0
-    removed = q.remove_pending()
-    ops = broker.regions.consume_ops(q, removed)
-    if ops:
-        await broker.store.write(ops)
-    q.stats.dequeued += len(removed)
-    release_all(removed)
-    return len(removed)
+    removed = 0
+    while True:  # a page at a time from the store, for a backlog only the store holds
+        taken = q.remove_pending()
+        ops = broker.regions.consume_ops(q, taken)
+        if ops:
+            await broker.store.write(ops)
+        q.stats.dequeued += len(taken)
+        release_all(taken)
+        removed += len(taken)
+        if not q.stored:
+            return removed
+        broker.regions.page_in(q)
 
 
 _reply_ids = count(1)

@@ -70,7 +70,11 @@ def _int(properties: Mapping[str, PropertyValue], name: str, default: int | None
 async def _origin(broker: Broker, request: Message, target: Destination, create: bool
                   ) -> Queue | TopicSubscription | None:  # fmt: skip
     if target.is_queue:
-        return broker.regions.queue(target) if create else broker.regions.queues.get(target)
+        queue = broker.regions.queue(target) if create else broker.regions.queues.get(target)
+        if queue is not None:
+            # Offsets and ranges see the whole queue: what only the store held comes in.
+            broker.regions.page_in_all(queue)
+        return queue
     client_id = request.properties.get("clientId")
     name = request.properties.get("subscriptionName")
     if not isinstance(client_id, str) or not isinstance(name, str):

@@ -58,6 +58,15 @@ class Usage:
             return True
         return self.parent.above(fraction) if self.parent is not None else False
 
+    def room_below(self, fraction: float) -> int | None:
+        """Bytes left below ``fraction`` of its limit and its parents' (None: no limit)."""
+        room = int(fraction * self.limit) - self.used if self.limit > 0 else None
+        if self.parent is not None:
+            above = self.parent.room_below(fraction)
+            if above is not None:
+                room = above if room is None else min(room, above)
+        return room
+
     def charge(self, amount: int) -> None:
         usage: Usage | None = self
         while usage is not None:

@@ -106,33 +106,48 @@ class RecoveredState:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredMessage:
-    """A queue message recovered from the index alone: ``headers`` has the message's id,
-    destination, priority, expiration, sequence and redelivery counter, persistent set and
-    an empty body; ``size`` is the whole message's (``Message.size``). ``complete`` says the
-    headers are in fact the whole message (an entry the index could not describe)."""
+class StoredQueue:
+    """One queue as a paging store's index describes it, without reading its messages."""
 
-    headers: Message
+    count: int
     size: int
-    complete: bool = False
+    """The bytes of its messages (``Message.size`` summed), for the store limit."""
+    last_sequence: int
+    """The highest broker sequence among them."""
+
+
+QueuePosition = tuple[int, int]
+"""Where reading one queue from a paging store stands: (broker sequence, the store's own
+order) of the next message to read; (0, 0) is the queue's start."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePage:
+    messages: list[Message]
+    """Whole, in send order, with their redelivery counters applied."""
+    next: QueuePosition
+    """Where the next page starts."""
 
 
 @dataclass(slots=True)
-class HeaderRecovery:
-    queues: dict[Destination, list[StoredMessage]] = field(default_factory=dict)
-    """Each queue's stored messages in send order, read whole only when dispatched."""
+class PagedRecovery:
+    queues: dict[Destination, StoredQueue] = field(default_factory=dict)
+    """Each queue that holds messages; the broker reads them a page at a time."""
     subscriptions: list[RecoveredSubscription] = field(default_factory=list)
 
 
 @runtime_checkable
 class PagingStore(Protocol):
-    """A store that can start without reading every message (ActiveMQ's store cursor pages
-    from KahaDB the same way): ``recover_headers`` reads the index only, ``load_message``
-    reads one message when the broker dispatches it."""
+    """A store that can start without reading every message and hand a queue's messages
+    over a window at a time (ActiveMQ's store cursor over KahaDB's order index): the broker
+    keeps a queue's backlog past its memory mark in the store only and reads it back in
+    order as consumers make room."""
 
-    def recover_headers(self) -> HeaderRecovery: ...
+    def recover_paged(self) -> PagedRecovery: ...
 
-    def load_message(self, destination: Destination, message_id: str) -> Message: ...
+    def read_queue(
+        self, destination: Destination, start: QueuePosition, limit: int
+    ) -> QueuePage: ...
 
 
 class PersistenceAdapter(Protocol):

@@ -19,7 +19,7 @@ import asyncio
 import socket
 import time
 from collections.abc import Iterable
-from itertools import count
+from itertools import count, islice
 
 import uvicorn
 from prometheus_client import CollectorRegistry, generate_latest
@@ -110,7 +110,8 @@ def admin_app(broker: Broker) -> Starlette:
         if q is None:
             return _error(404, f"no such queue: {destination}")
         limit = min(int(request.query_params.get("limit", "100")), MAX_BROWSE)
-        return JSONResponse([_message_json(m) for m in q.browse()[:limit]])
+        browsed = islice(broker.regions.browse(q), limit)
+        return JSONResponse([_message_json(m) for m in browsed])
 
     async def send(request: Request) -> Response:
         destination = _destination(request)

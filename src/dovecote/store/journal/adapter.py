@@ -25,15 +25,17 @@ from dovecote.core.destinations import Destination, parse_destination
 from dovecote.core.message import Message
 from dovecote.store.api import (
     AddSubscription,
-    HeaderRecovery,
+    PagedRecovery,
+    QueuePage,
+    QueuePosition,
     RecoveredState,
     RecoveredSubscription,
-    StoredMessage,
+    StoredQueue,
     StoreOp,
 )
 from dovecote.store.groupcommit import GroupWriter
 from dovecote.store.journal.datafiles import DataFiles, Location
-from dovecote.store.journal.index import Index
+from dovecote.store.journal.index import INDEX_VERSION, Index
 from dovecote.store.journal.records import (
     RECORD_HEADER,
     JournalOp,
@@ -85,6 +87,7 @@ class JournalPersistenceAdapter:
         self._files.open_for_append()
         with self._index.env.begin(write=True) as txn:
             self._index.note_file(txn, self._files.current_id)
+            self._index.mark_version(txn)
             self._index.mark_applied(txn, self._files.head)
         self._next_seq = self._index.last_seq() + 1
         self._writer.start()
@@ -125,6 +128,8 @@ class JournalPersistenceAdapter:
         applied = index.applied()
         if applied is None:
             return True  # a new index: replay everything
+        if index.version() != INDEX_VERSION:
+            return False  # laid out by an older dovecote
         if applied.file_id not in self._files.file_ids:
             return False
         return applied.offset <= self._files.path(applied.file_id).stat().st_size
@@ -247,49 +252,42 @@ class JournalPersistenceAdapter:
             state.subscriptions.append(RecoveredSubscription(sub, messages))
         return state
 
-    def recover_headers(self) -> HeaderRecovery:
-        """Queues from the index alone (their messages are read when dispatched, by
-        ``load_message``); durable subscriptions as ``recover`` gives them."""
+    def recover_paged(self) -> PagedRecovery:
+        """Each queue's count and bytes from the index alone (the broker pages its messages
+        in with ``read_queue``); durable subscriptions as ``recover`` gives them."""
         index = self._index
         assert index is not None
-        state = HeaderRecovery()
+        state = PagedRecovery()
         if next(index.subscriptions(), None) is not None:
             state.subscriptions = self._recover(queues=False).subscriptions
-        queues: dict[str, tuple[Destination, list[StoredMessage]]] = {}
-        for seq, entry in index.messages():
-            name, message_id, file_id, offset, counter, refs = entry[:6]
-            if refs >= 0:
-                continue
-            found = queues.get(name)
-            if found is None:
-                found = queues[name] = (parse_destination(name), [])
-            destination, stored = found
-            if len(entry) >= 10:
-                priority, expiration, sequence, size = entry[6:10]
-                headers = Message(message_id, destination, persistent=True, priority=priority,
-                                  expiration=expiration, redelivery_counter=counter,
-                                  sequence=sequence)  # fmt: skip
-                stored.append(StoredMessage(headers, size))
-            else:  # an entry from before the index kept headers: read the message now
-                message = self._read_message(seq, Location(file_id, offset))
-                if message.redelivery_counter != counter:
-                    message = message.with_redelivery(counter)
-                stored.append(StoredMessage(message, message.size, complete=True))
-        state.queues = dict(queues.values())
+        for name, (count, size, last) in index.queue_totals().items():
+            state.queues[parse_destination(name)] = StoredQueue(count, size, last)
         return state
 
-    def load_message(self, destination: Destination, message_id: str) -> Message:
-        """One stored queue message, whole, with its current redelivery counter."""
+    def read_queue(self, destination: Destination, start: QueuePosition, limit: int) -> QueuePage:
+        """Up to ``limit`` stored messages of a queue from ``start`` on, whole, in order."""
         index = self._index
-        assert index is not None
-        entry = index.queue_entry(str(destination), message_id)
-        if entry is None:
-            raise OSError(f"{destination} has no stored message {message_id}")
-        seq, _, _, file_id, offset, counter = entry[:6]
-        message = self._read_message(seq, Location(file_id, offset))
-        return (
-            message if message.redelivery_counter == counter else message.with_redelivery(counter)
-        )
+        assert index is not None and self._files is not None
+        rows = index.queue_page(str(destination), start, limit)
+        messages: list[Message] = []
+        # Messages sent together share a record: each record is read and decoded once.
+        records: dict[Location, dict[int, Message]] = {}
+        for _, seq, entry in rows:
+            location = Location(entry[2], entry[3])
+            adds = records.get(location)
+            if adds is None:
+                ops = decode_batch(self._files.read_payload(location))
+                adds = records[location] = {
+                    op.seq: op.message for op in ops if isinstance(op, SequencedAdd)
+                }
+            message = adds[seq]
+            counter = entry[4]
+            messages.append(
+                message
+                if message.redelivery_counter == counter
+                else message.with_redelivery(counter)
+            )
+        return QueuePage(messages, (rows[-1][0], rows[-1][1] + 1) if rows else start)
 
     def message_count(self, destination: Destination) -> int:
         index = self._index

@@ -4,12 +4,15 @@ Named databases (keys are bytes; ``\\0`` separates parts; seqs are 8-byte big-en
 LMDB's key order is send order):
 
 - ``meta``: ``applied`` -> the journal position the index is up to date with; ``seq`` -> the
-  highest sequence number given out.
+  highest sequence number given out; ``version`` -> ``INDEX_VERSION``, the layout below (an
+  index of another version is rebuilt by replay).
 - ``msgs``: seq -> [destination, message id, file, offset, redelivery counter, refs,
   priority, expiration, sequence, size], where refs counts the durable subscriptions still
-  waiting for a topic message (-1 for queues), and the last four let a queue be recovered
-  without reading its messages (entries written before they existed have only six).
+  waiting for a topic message (-1 for queues) and sequence is the broker's.
 - ``qids``: destination \\0 message id -> seq, for queue messages.
+- ``qseq``: destination \\0 sequence seq (8 bytes each) -> empty: each queue's messages in
+  the broker's order, which the broker pages in from a position a window at a time.
+- ``qstat``: destination -> (message count, bytes) of each queue that holds messages.
 - ``tids``: message id -> seq, for topic messages.
 - ``subs``: client id \\0 name -> [destination, selector, no_local, file].
 - ``pend``: client id \\0 name \\0 seq -> empty: what a durable subscription still needs.
@@ -43,6 +46,10 @@ from dovecote.store.journal.records import JournalOp, SequencedAdd
 _SEQ: Final = struct.Struct(">Q")
 _FILE: Final = struct.Struct(">I")
 _POS: Final = struct.Struct(">II")
+_QPOS: Final = struct.Struct(">QQ")
+_QSTAT: Final = struct.Struct(">QQ")
+INDEX_VERSION: Final = 2
+"""1: no ``qseq``, ``qstat``, and ``msgs`` entries of six fields."""
 MAP_SIZE: Final = 16 << 30  # address space only; LMDB files grow as needed
 
 
@@ -68,12 +75,16 @@ def _key(*parts: str) -> bytes:
     return "\0".join(parts).encode()
 
 
+def _queue_key(destination: str, sequence: int, seq: bytes) -> bytes:
+    return destination.encode() + b"\0" + _SEQ.pack(max(sequence, 0)) + seq
+
+
 class Index:
     def __init__(self, path: str) -> None:
         # The journal is fsynced; the index need not be: after a crash it replays the tail
         # from ``applied``, and a damaged index is rebuilt from the journal.
         self.env = lmdb.open(
-            path, max_dbs=8, map_size=MAP_SIZE, sync=False, metasync=False, lock=True
+            path, max_dbs=10, map_size=MAP_SIZE, sync=False, metasync=False, lock=True
         )
         self.meta = self.env.open_db(b"meta")
         self.msgs = self.env.open_db(b"msgs")
@@ -82,6 +93,10 @@ class Index:
         self.subs = self.env.open_db(b"subs")
         self.pend = self.env.open_db(b"pend")
         self.files = self.env.open_db(b"files")
+        self.qseq = self.env.open_db(b"qseq")
+        self.qstat = self.env.open_db(b"qstat")
+        # Changes to ``qstat`` summed over one ``apply`` and written once at its end.
+        self._queue_deltas: dict[str, list[int]] = {}
 
     def close(self) -> None:
         self.env.sync(True)
@@ -94,6 +109,14 @@ class Index:
             raw = _get(txn, b"applied", self.meta)
         return None if raw is None else Location(*_POS.unpack(raw))
 
+    def version(self) -> int | None:
+        with self.env.begin() as txn:
+            raw = _get(txn, b"version", self.meta)
+        return None if raw is None else int(_SEQ.unpack(raw)[0])
+
+    def mark_version(self, txn: lmdb.Transaction) -> None:
+        txn.put(b"version", _SEQ.pack(INDEX_VERSION), db=self.meta)
+
     def last_seq(self) -> int:
         with self.env.begin() as txn:
             raw = _get(txn, b"seq", self.meta)
@@ -102,6 +125,26 @@ class Index:
     # -- applying --------------------------------------------------------------------------
 
     def apply(self, txn: lmdb.Transaction, ops: list[JournalOp], at: Location) -> None:
+        self._queue_deltas.clear()
+        self._apply(txn, ops, at)
+        for name, (count, size) in self._queue_deltas.items():
+            key = name.encode()
+            raw = _get(txn, key, self.qstat)
+            old_count, old_size = (0, 0) if raw is None else _QSTAT.unpack(raw)
+            if old_count + count > 0:
+                txn.put(key, _QSTAT.pack(old_count + count, max(old_size + size, 0)), db=self.qstat)
+            elif raw is not None:
+                txn.delete(key, db=self.qstat)
+
+    def _count_queue(self, destination: str, count: int, size: int) -> None:
+        delta = self._queue_deltas.get(destination)
+        if delta is None:
+            self._queue_deltas[destination] = [count, size]
+        else:
+            delta[0] += count
+            delta[1] += size
+
+    def _apply(self, txn: lmdb.Transaction, ops: list[JournalOp], at: Location) -> None:
         for op in ops:
             match op:
                 case SequencedAdd():
@@ -167,7 +210,10 @@ class Index:
         destination = message.destination
         refs = -1
         if destination.is_queue:
-            txn.put(_key(str(destination), message.message_id), seq, db=self.qids)
+            name = str(destination)
+            txn.put(_key(name, message.message_id), seq, db=self.qids)
+            txn.put(_queue_key(name, message.sequence, seq), b"", db=self.qseq)
+            self._count_queue(name, 1, message.size)
         else:
             waiting = [
                 bytes(key)
@@ -192,6 +238,9 @@ class Index:
             entry = _unpack(raw)
             if entry[5] >= 0:
                 txn.delete(entry[1].encode(), db=self.tids)
+            else:
+                txn.delete(_queue_key(entry[0], entry[8], seq), db=self.qseq)
+                self._count_queue(entry[0], -1, -entry[9])
             self._count(txn, entry[2], -1)
 
     def _release(self, txn: lmdb.Transaction, seq: bytes) -> None:
@@ -244,13 +293,6 @@ class Index:
         with self.env.begin(write=True) as txn:
             txn.delete(_FILE.pack(file_id), db=self.files)
 
-    def queue_entry(self, destination: str, message_id: str) -> list[Any] | None:
-        """A queue message's entry (see ``msgs``), or None when it is not stored."""
-        with self.env.begin() as txn:
-            seq = _get(txn, _key(destination, message_id), self.qids)
-            raw = None if seq is None else _get(txn, seq, self.msgs)
-        return None if raw is None else [_SEQ.unpack(seq)[0], *_unpack(raw)]  # type: ignore[arg-type]
-
     def messages(self) -> Iterator[tuple[int, list[Any]]]:
         """Every live message as (seq, [destination, id, file, offset, redelivery, refs,
         ...]) (see ``msgs``)."""
@@ -276,12 +318,43 @@ class Index:
                         found = cursor.next()
                 yield sub, file_id, pending
 
+    def queue_totals(self) -> dict[str, tuple[int, int, int]]:
+        """Each queue that holds messages: (count, bytes, its highest broker sequence)."""
+        totals: dict[str, tuple[int, int, int]] = {}
+        with self.env.begin() as txn, txn.cursor(db=self.qseq) as cursor:
+            for key, value in txn.cursor(db=self.qstat):
+                name = bytes(key)
+                count, size = _QSTAT.unpack(value)
+                # The last of this queue's keys: the one before the first key past them all.
+                found = cursor.prev() if cursor.set_range(name + b"\1") else cursor.last()
+                last_key = bytes(cursor.key()) if found else b""
+                last = 0
+                if last_key.startswith(name + b"\0"):
+                    last = _SEQ.unpack(last_key[len(name) + 1 : len(name) + 9])[0]
+                totals[name.decode()] = (count, size, last)
+        return totals
+
     def queue_count(self, destination: str) -> int:
-        prefix = _key(destination, "")
-        count = 0
-        with self.env.begin() as txn, txn.cursor(db=self.qids) as cursor:
-            found = cursor.set_range(prefix)
-            while found and bytes(cursor.key()).startswith(prefix):
-                count += 1
+        with self.env.begin() as txn:
+            raw = _get(txn, destination.encode(), self.qstat)
+        return 0 if raw is None else int(_QSTAT.unpack(raw)[0])
+
+    def queue_page(
+        self, destination: str, start: tuple[int, int], limit: int
+    ) -> list[tuple[int, int, list[Any]]]:
+        """Up to ``limit`` of a queue's messages from position ``start`` (broker sequence,
+        seq) on, in order, as (sequence, seq, entry) (see ``msgs``)."""
+        prefix = destination.encode() + b"\0"
+        page: list[tuple[int, int, list[Any]]] = []
+        with self.env.begin() as txn, txn.cursor(db=self.qseq) as cursor:
+            found = cursor.set_range(prefix + _QPOS.pack(max(start[0], 0), max(start[1], 0)))
+            while found and len(page) < limit:
+                key = bytes(cursor.key())
+                if not key.startswith(prefix):
+                    break
+                sequence, seq = _QPOS.unpack(key[len(prefix) :])
+                raw = _get(txn, key[-8:], self.msgs)
+                if raw is not None:
+                    page.append((sequence, seq, _unpack(raw)))
                 found = cursor.next()
-        return count
+        return page

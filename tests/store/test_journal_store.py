@@ -348,6 +348,30 @@ async def test_queues_recover_as_counts_and_are_read_a_page_at_a_time(tmp_path: 
     await store.stop()
 
 
+async def test_queue_counts_kept_in_memory_are_counted_again_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(tmp_path)
+    sent = [replace(msg(i), sequence=1 + i) for i in range(4)]
+    await store.write([AddMessage(m) for m in sent])
+    await store.stop()  # a clean close writes the counts
+    store = await open_store(tmp_path)
+    assert store.recover_paged().queues[Q].count == 4
+    late = replace(msg(7), sequence=9)
+    await store.write([RemoveMessage(Q, m.message_id) for m in sent[:2]])
+    await store.write([AddMessage(late)])
+    # A crash: the index's counts are not written again, the journal is not closed.
+    await store._writer.stop()
+    assert store._index is not None
+    store._index.env.close()
+    os.close(store._lock_fd)
+    store = await open_store(tmp_path)
+    kept = [*sent[2:], late]
+    assert store.recover_paged().queues[Q] == StoredQueue(3, sum(m.size for m in kept), 9)
+    assert store.read_queue(Q, (0, 0), 10).messages == kept
+    await store.stop()
+
+
 async def test_an_index_of_an_older_layout_is_rebuilt_from_the_journal(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -68,9 +68,10 @@ class DestinationPolicy:
     store instead (persistent ones still wait)."""
     store_cursor: bool = True
     """ActiveMQ's default pending-queue cursor (the store cursor): once the destination's
-    memory is 70% used, persistent messages wait out of memory (their bodies read back at
-    dispatch), so a persistent backlog is bounded by the store, not by memory. False is
-    ActiveMQ's vmQueueCursor: every message stays in memory and producers wait at the limit."""
+    memory is 70% used, persistent messages wait out of memory (held by a paging store
+    alone and paged in a window at a time, or their bodies in the temp store), so a
+    persistent backlog is bounded by the store, not by memory. False is ActiveMQ's
+    vmQueueCursor: every message stays in memory and producers wait at the limit."""
 
     def applies_to(self, destination: Destination) -> bool:
         if destination.is_queue != self.for_queues:

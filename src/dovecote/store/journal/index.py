@@ -10,9 +10,12 @@ LMDB's key order is send order):
   priority, expiration, sequence, size], where refs counts the durable subscriptions still
   waiting for a topic message (-1 for queues) and sequence is the broker's.
 - ``qids``: destination \\0 message id -> seq, for queue messages.
-- ``qseq``: destination \\0 sequence seq (8 bytes each) -> empty: each queue's messages in
+- ``qseq``: destination \\0 sequence seq (8 bytes each) -> size: each queue's messages in
   the broker's order, which the broker pages in from a position a window at a time.
-- ``qstat``: destination -> (message count, bytes) of each queue that holds messages.
+- ``qstat``: destination -> (message count, bytes) of each queue that holds messages, as of
+  ``totals_at`` in ``meta``. The counts live in memory and are written at a clean close
+  only (a write per batch cost ~10 us a message); when ``totals_at`` is not ``applied``
+  (a crash came after it), opening counts them again from ``qseq``.
 - ``tids``: message id -> seq, for topic messages.
 - ``subs``: client id \\0 name -> [destination, selector, no_local, file].
 - ``pend``: client id \\0 name \\0 seq -> empty: what a durable subscription still needs.
@@ -95,12 +98,37 @@ class Index:
         self.files = self.env.open_db(b"files")
         self.qseq = self.env.open_db(b"qseq")
         self.qstat = self.env.open_db(b"qstat")
-        # Changes to ``qstat`` summed over one ``apply`` and written once at its end.
-        self._queue_deltas: dict[str, list[int]] = {}
+        self._totals: dict[str, list[int]] = self._load_totals()
+        """Each queue's [count, bytes] (see ``qstat``)."""
 
     def close(self) -> None:
+        with self.env.begin(write=True) as txn:
+            txn.drop(self.qstat, delete=False)
+            for name, (count, size) in self._totals.items():
+                txn.put(name.encode(), _QSTAT.pack(count, size), db=self.qstat)
+            applied = _get(txn, b"applied", self.meta)
+            if applied is not None:
+                txn.put(b"totals_at", applied, db=self.meta)
         self.env.sync(True)
         self.env.close()
+
+    def _load_totals(self) -> dict[str, list[int]]:
+        with self.env.begin() as txn:
+            at = _get(txn, b"totals_at", self.meta)
+            if at is not None and at == _get(txn, b"applied", self.meta):
+                return {
+                    bytes(key).decode(): list(_QSTAT.unpack(value))
+                    for key, value in txn.cursor(db=self.qstat)
+                }
+            totals: dict[str, list[int]] = {}
+            for key, value in txn.cursor(db=self.qseq):
+                name = bytes(key[:-17]).decode()
+                found = totals.get(name)
+                if found is None:
+                    found = totals[name] = [0, 0]
+                found[0] += 1
+                found[1] += _SEQ.unpack(value)[0]
+            return totals
 
     # -- meta ------------------------------------------------------------------------------
 
@@ -124,27 +152,16 @@ class Index:
 
     # -- applying --------------------------------------------------------------------------
 
-    def apply(self, txn: lmdb.Transaction, ops: list[JournalOp], at: Location) -> None:
-        self._queue_deltas.clear()
-        self._apply(txn, ops, at)
-        for name, (count, size) in self._queue_deltas.items():
-            key = name.encode()
-            raw = _get(txn, key, self.qstat)
-            old_count, old_size = (0, 0) if raw is None else _QSTAT.unpack(raw)
-            if old_count + count > 0:
-                txn.put(key, _QSTAT.pack(old_count + count, max(old_size + size, 0)), db=self.qstat)
-            elif raw is not None:
-                txn.delete(key, db=self.qstat)
-
     def _count_queue(self, destination: str, count: int, size: int) -> None:
-        delta = self._queue_deltas.get(destination)
-        if delta is None:
-            self._queue_deltas[destination] = [count, size]
-        else:
-            delta[0] += count
-            delta[1] += size
+        totals = self._totals.get(destination)
+        if totals is None:
+            totals = self._totals[destination] = [0, 0]
+        totals[0] += count
+        totals[1] += size
+        if totals[0] <= 0:
+            del self._totals[destination]
 
-    def _apply(self, txn: lmdb.Transaction, ops: list[JournalOp], at: Location) -> None:
+    def apply(self, txn: lmdb.Transaction, ops: list[JournalOp], at: Location) -> None:
         for op in ops:
             match op:
                 case SequencedAdd():
@@ -212,7 +229,7 @@ class Index:
         if destination.is_queue:
             name = str(destination)
             txn.put(_key(name, message.message_id), seq, db=self.qids)
-            txn.put(_queue_key(name, message.sequence, seq), b"", db=self.qseq)
+            txn.put(_queue_key(name, message.sequence, seq), _SEQ.pack(message.size), db=self.qseq)
             self._count_queue(name, 1, message.size)
         else:
             waiting = [
@@ -322,22 +339,19 @@ class Index:
         """Each queue that holds messages: (count, bytes, its highest broker sequence)."""
         totals: dict[str, tuple[int, int, int]] = {}
         with self.env.begin() as txn, txn.cursor(db=self.qseq) as cursor:
-            for key, value in txn.cursor(db=self.qstat):
-                name = bytes(key)
-                count, size = _QSTAT.unpack(value)
+            for text, (count, size) in self._totals.items():
+                name = text.encode()
                 # The last of this queue's keys: the one before the first key past them all.
                 found = cursor.prev() if cursor.set_range(name + b"\1") else cursor.last()
                 last_key = bytes(cursor.key()) if found else b""
                 last = 0
                 if last_key.startswith(name + b"\0"):
                     last = _SEQ.unpack(last_key[len(name) + 1 : len(name) + 9])[0]
-                totals[name.decode()] = (count, size, last)
+                totals[text] = (count, size, last)
         return totals
 
     def queue_count(self, destination: str) -> int:
-        with self.env.begin() as txn:
-            raw = _get(txn, destination.encode(), self.qstat)
-        return 0 if raw is None else int(_QSTAT.unpack(raw)[0])
+        return self._totals.get(destination, [0])[0]
 
     def queue_page(
         self, destination: str, start: tuple[int, int], limit: int

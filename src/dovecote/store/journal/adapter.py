@@ -54,6 +54,16 @@ COMPACT_AFTER_FILES: Final = 3
 """Compaction waits until the journal has this many data files."""
 
 
+def _added(payload: bytes) -> dict[int, Message]:
+    """The messages a journal record adds, by seq."""
+    return {op.seq: op.message for op in decode_batch(payload) if isinstance(op, SequencedAdd)}
+
+
+def _with_counter(message: Message, counter: int) -> Message:
+    """A stored message with the redelivery counter the index keeps for it."""
+    return message if message.redelivery_counter == counter else message.with_redelivery(counter)
+
+
 class StoreLockedError(Exception):
     pass
 
@@ -226,16 +236,8 @@ class JournalPersistenceAdapter:
                     if len(file_data) >= 2:
                         file_data.clear()
                     data = file_data[file_id] = files.read_file(file_id)
-                ops = decode_batch(files.payload_in(data, location))
-                adds = cache[location] = {
-                    op.seq: op.message for op in ops if isinstance(op, SequencedAdd)
-                }
-            message = adds[seq]
-            return (
-                message
-                if message.redelivery_counter == counter
-                else message.with_redelivery(counter)
-            )
+                adds = cache[location] = _added(files.payload_in(data, location))
+            return _with_counter(adds[seq], counter)
 
         state = RecoveredState()
         topic_entries: dict[int, tuple[int, int, int]] = {}
@@ -276,17 +278,8 @@ class JournalPersistenceAdapter:
             location = Location(entry[2], entry[3])
             adds = records.get(location)
             if adds is None:
-                ops = decode_batch(self._files.read_payload(location))
-                adds = records[location] = {
-                    op.seq: op.message for op in ops if isinstance(op, SequencedAdd)
-                }
-            message = adds[seq]
-            counter = entry[4]
-            messages.append(
-                message
-                if message.redelivery_counter == counter
-                else message.with_redelivery(counter)
-            )
+                adds = records[location] = _added(self._files.read_payload(location))
+            messages.append(_with_counter(adds[seq], entry[4]))
         return QueuePage(messages, (rows[-1][0], rows[-1][1] + 1) if rows else start)
 
     def message_count(self, destination: Destination) -> int:
@@ -340,7 +333,7 @@ class JournalPersistenceAdapter:
 
     def _read_message(self, seq: int, location: Location) -> Message:
         assert self._files is not None
-        for op in decode_batch(self._files.read_payload(location)):
-            if isinstance(op, SequencedAdd) and op.seq == seq:
-                return op.message
-        raise OSError(f"journal record at {location} has no message {seq}")
+        message = _added(self._files.read_payload(location)).get(seq)
+        if message is None:
+            raise OSError(f"journal record at {location} has no message {seq}")
+        return message

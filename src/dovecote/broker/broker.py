@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import count
 
 from dovecote.broker import stats, streams
@@ -328,8 +328,11 @@ class Broker:
                 current = current.parent
         return True
 
-    async def route_admitted(self, command: SendMessage) -> None:
-        await self.regions.route([command.message])
+    async def route_admitted(self, commands: Sequence[SendMessage]) -> None:
+        """The second half: store and deliver admitted sends, in order, as one batch (a
+        transport may hand over the sends it read together: each destination they reach is
+        then dispatched once for all of them)."""
+        await self.regions.route([command.message for command in commands])
 
     async def publish(self, message: Message) -> None:
         """Send on the broker's own behalf (the admin API), under producer flow control."""

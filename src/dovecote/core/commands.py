@@ -13,6 +13,7 @@ from enum import IntEnum
 from dovecote.core.destinations import Destination
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
 from dovecote.core.message import Message
+from dovecote.core.records import per_message_record
 
 # Default prefetch sizes, ActiveMQ's ActiveMQPrefetchPolicy (SPEC C2).
 QUEUE_PREFETCH = 1000
@@ -85,7 +86,7 @@ class ProducerInfo:
     window_size: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@per_message_record
 class SendMessage:
     """A producer's send; ``transaction_id`` defers it to the commit."""
 
@@ -96,7 +97,7 @@ class SendMessage:
     broker accepts the message and the adapter holds the ProducerAck back instead (S3, S4)."""
 
 
-@dataclass(frozen=True, slots=True)
+@per_message_record
 class MessageAck:
     consumer_id: ConsumerId
     ack_type: AckType
@@ -158,7 +159,7 @@ class DestinationInfo:
     add: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@per_message_record
 class MessageDispatch:
     """Broker to consumer: one message, or ``message=None`` as the empty answer to a pull
     or the end of a browse."""

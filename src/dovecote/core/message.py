@@ -9,12 +9,13 @@ stamps it on the copy it dispatches.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from enum import IntEnum
 from types import MappingProxyType
 from typing import Final
 
 from dovecote.core.destinations import Destination
+from dovecote.core.records import per_message_record
 
 PropertyValue = bool | int | float | str | bytes | None
 
@@ -33,7 +34,7 @@ class BodyType(IntEnum):
     OBJECT = 5
 
 
-@dataclass(frozen=True, slots=True)
+@per_message_record
 class Message:
     message_id: str
     destination: Destination

@@ -31,6 +31,7 @@ from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener
 log = logging.getLogger("dovecote.stomp")
 
 MAX_PIPELINED_SENDS = 512
+MAX_BATCHED_SENDS = 256
 """Persistent sends without a receipt whose store writes may be under way at once."""
 
 CONNECT_TIMEOUT_S = 30.0
@@ -92,6 +93,8 @@ class StompConnection:
         self._timers: list[asyncio.Task[None]] = []
         self._pipelined: deque[tuple[asyncio.Task[None], int]] = deque()
         self._pipelined_bytes = 0
+        self._batch: list[SendMessage] = []
+        self._batch_bytes = 0
 
     async def run(self) -> None:
         log.debug("STOMP connection %s from %s", self.connection_id, self.peer)
@@ -105,6 +108,8 @@ class StompConnection:
             for timer in self._timers:
                 timer.cancel()
             # Sends already accepted are stored and routed even when the client is gone.
+            with contextlib.suppress(DovecoteError):
+                await self._route_batch()
             with contextlib.suppress(DovecoteError):
                 await self._settle_pipelined(0)
             if self._registered:
@@ -137,6 +142,7 @@ class StompConnection:
                     frame = event
                     if not await self._handle(frame):
                         return
+                await self._route_batch()
             except (ProtocolError, BrokerError, DovecoteError) as exc:
                 await self._fail(exc, frame)
                 return
@@ -145,18 +151,31 @@ class StompConnection:
     async def _handle(self, frame: Frame) -> bool:
         """Run one frame; False when the connection should now close."""
         request = self.converter.on_frame(frame)
-        if self._pipelinable(request):
+        send = self._receiptless_send(request)
+        if send is not None and not send.message.persistent:
+            # A non-persistent SEND nobody waits for: admitted now, routed with the others
+            # read in the same chunk (one dispatch per destination for all of them).
+            await self._settle_pipelined(0)
+            size = send.message.size
+            if not self.broker.has_headroom(send.message, self._batch_bytes + size):
+                await self._route_batch()
+            await self.broker.admit_send(self.connection_id, send)
+            self._batch.append(send)
+            self._batch_bytes += size
+            if len(self._batch) >= MAX_BATCHED_SENDS:
+                await self._route_batch()
+            return True
+        await self._route_batch()
+        if send is not None:
             # A persistent SEND without a receipt: nobody waits for its store write, so the
             # next frames are read while it is under way, and many share one fsync.
-            send = request.commands[0]
-            assert isinstance(send, SendMessage)
             size = send.message.size
             # Sends under way are not charged to the usages yet: near a limit, let them
             # land first so that flow control sees the truth.
             if not self.broker.has_headroom(send.message, self._pipelined_bytes + size):
                 await self._settle_pipelined(0)
             await self.broker.admit_send(self.connection_id, send)
-            task = asyncio.create_task(self.broker.route_admitted(send))
+            task = asyncio.create_task(self.broker.route_admitted((send,)))
             self._pipelined.append((task, size))
             self._pipelined_bytes += size
             await self._settle_pipelined(MAX_PIPELINED_SENDS)
@@ -179,16 +198,25 @@ class StompConnection:
         return True
 
     @staticmethod
-    def _pipelinable(request: StompRequest) -> bool:
+    def _receiptless_send(request: StompRequest) -> SendMessage | None:
+        """The send a request is, when it is a plain one nobody waits for (no receipt, no
+        transaction, no reply expected, no temporary destination to create first)."""
         if request.reply is not None or len(request.commands) != 1:
-            return False
+            return None
         command = request.commands[0]
-        return (
+        if (
             isinstance(command, SendMessage)
-            and command.message.persistent
             and command.transaction_id is None
             and command.message.reply_to is None
-        )
+        ):
+            return command
+        return None
+
+    async def _route_batch(self) -> None:
+        if self._batch:
+            batch = self._batch
+            self._batch, self._batch_bytes = [], 0
+            await self.broker.route_admitted(batch)
 
     async def _settle_pipelined(self, keep: int) -> None:
         """Wait for pipelined sends, oldest first, until at most ``keep`` are under way;

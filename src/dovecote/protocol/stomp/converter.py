@@ -53,7 +53,14 @@ from dovecote.core.errors import (
 )
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
 from dovecote.core.message import BodyType, Message, PropertyValue
+from dovecote.core.records import per_message_record
 from dovecote.protocol.stomp.frames import Frame, encode_frame, escape_header
+from dovecote.protocol.stomp.message_frames import (
+    has_temporary,
+    message_headers,
+    message_tail,
+    tail_cache,
+)
 
 SUPPORTED_VERSIONS: Final = ("1.0", "1.1", "1.2")
 SERVER_NAME: Final = "dovecote/0.1.0"
@@ -83,9 +90,10 @@ _RESERVED: Final = frozenset(
     }
 )  # fmt: skip
 _ACK_MODES: Final = ("auto", "client", "client-individual")
+_RESOLVED_MAX: Final = 1024
 
 
-@dataclass(frozen=True, slots=True)
+@per_message_record
 class StompRequest:
     """What one client frame asks for: commands to run in order, then a frame to answer
     with (a RECEIPT or CONNECTED), and whether to close afterwards."""
@@ -137,6 +145,7 @@ class StompConverter:
         self._subs: dict[str, _Subscription] = {}
         self._subs_by_consumer: dict[ConsumerId, _Subscription] = {}
         self._temp_names: dict[str, Destination] = {}
+        self._resolved: dict[str, Destination] = {}
         self._temp_reverse: dict[Destination, str] = {}
         self._transactions: set[str] = set()
         self._client_id = ""
@@ -193,8 +202,10 @@ class StompConverter:
         )
 
     def _send(self, frame: Frame) -> StompRequest:
-        destination, commands = self._destination(_required(frame, "destination"))
         headers = frame.header_dict()
+        if "destination" not in headers:
+            raise RemoteProtocolError("SEND frame needs a 'destination' header")
+        destination, commands = self._destination(headers["destination"])
         properties: dict[str, PropertyValue] = {
             k: v for k, v in headers.items() if k not in _RESERVED
         }
@@ -202,6 +213,9 @@ class StompConverter:
         if "reply-to" in headers:
             reply_to, more = self._destination(headers["reply-to"])
             commands.extend(more)
+        transaction = None
+        if "transaction" in headers:
+            transaction = self._transaction_id(headers["transaction"])
         message = Message(
             message_id=f"{self._producer_text}:{next(self._message_seq)}",
             destination=destination,
@@ -220,7 +234,7 @@ class StompConverter:
             connection_id=self._connection_text,
             properties=properties,
         )
-        commands.append(SendMessage(message, self._transaction(frame)))
+        commands.append(SendMessage(message, transaction))
         return StompRequest(tuple(commands))
 
     def _subscribe(self, frame: Frame) -> StompRequest:
@@ -361,8 +375,9 @@ class StompConverter:
 
     def _transaction(self, frame: Frame) -> TransactionId | None:
         name = frame.get("transaction")
-        if name is None:
-            return None
+        return None if name is None else self._transaction_id(name)
+
+    def _transaction_id(self, name: str) -> TransactionId:
         if name not in self._transactions:
             raise RemoteProtocolError(f"transaction {name!r} was not begun")
         return TransactionId(self.connection_id, name)
@@ -373,6 +388,21 @@ class StompConverter:
     # -- destinations ----------------------------------------------------------------------
 
     def _destination(self, text: str) -> tuple[Destination, list[Command]]:
+        """The destination a header names, with the commands creating the temporary ones
+        it names for the first time."""
+        known = self._resolved.get(text)
+        if known is not None:
+            return known, []
+        destination, commands = self._resolve(text)
+        if not commands:
+            # Producers name the same few destinations on every SEND; a client naming
+            # endless new ones gets a fresh table now and then instead of a growing one.
+            if len(self._resolved) >= _RESOLVED_MAX:
+                self._resolved.clear()
+            self._resolved[text] = destination
+        return destination, commands
+
+    def _resolve(self, text: str) -> tuple[Destination, list[Command]]:
         commands: list[Command] = []
         parts = [p.strip() for p in text.split(",")]
         resolved = [self._one_destination(p, commands) for p in parts]
@@ -435,69 +465,43 @@ class StompConverter:
             return Frame("MESSAGE", headers)
         if sub.ack_mode != "auto":
             sub.unacked[message.message_id] = None
-        return Frame("MESSAGE", tuple(self._message_headers(sub.id, message)), message.body)
+        return Frame(
+            "MESSAGE",
+            tuple(message_headers(sub.id, message, self.version, self.stomp_destination)),
+            message.body,
+        )
 
     def encode_dispatch(self, dispatch: MessageDispatch) -> bytes | None:
-        """``on_dispatch`` as bytes. A topic message goes to many subscribers, whose MESSAGE
-        frames differ only in the first header (the subscription id): the rest is encoded
-        once and kept for the next subscriber of the same message (one slot, shared by the
-        connections; the event loop is single-threaded), which then skips building the
-        headers at all."""
+        """``on_dispatch`` as bytes, written straight from the message for STOMP 1.1 and
+        1.2 (no Frame, no header tuples: this runs once per message delivered). A topic
+        message goes to many subscribers, whose MESSAGE frames differ only in the first
+        header (the subscription id): the rest is encoded once and kept for the next
+        subscriber of the same message (one slot, shared by the connections; the event
+        loop is single-threaded)."""
         message = dispatch.message
-        cache = _tail_cache
-        if message is not None and cache.message is message and cache.version == self.version:
-            sub = self._subs_by_consumer.get(dispatch.consumer_id)
-            if sub is None:
-                return None
-            if sub.ack_mode != "auto":
-                sub.unacked[message.message_id] = None
+        if message is None or self.version == "1.0":
+            # Browse ends, and STOMP 1.0's unescaped headers: the general path.
+            frame = self.on_dispatch(dispatch)
+            return None if frame is None else encode_frame(frame, self.version)
+        sub = self._subs_by_consumer.get(dispatch.consumer_id)
+        if sub is None:
+            return None  # the client unsubscribed while this was on its way
+        if sub.ack_mode != "auto":
+            sub.unacked[message.message_id] = None
+        cache = tail_cache
+        if cache.message is message and cache.version == self.version:
             return self._head(sub.id) + cache.tail
-        frame = self.on_dispatch(dispatch)
-        if frame is None:
-            return None
-        encoded = encode_frame(frame, self.version)
-        if message is not None and not _has_temporary(message):
+        tail = message_tail(message, self.version, self.stomp_destination)
+        if not has_temporary(message):
             # (Temporary destinations are named per connection: nothing to share.)
-            cache.message, cache.version = message, self.version
-            cache.tail = encoded[len(self._head(frame.headers[0][1])) :]
-        return encoded
+            cache.message, cache.version, cache.tail = message, self.version, tail
+        return self._head(sub.id) + tail
 
     def _head(self, sub_id: str) -> bytes:
         return b"MESSAGE\nsubscription:" + self._escaped(sub_id) + b"\n"
 
     def _escaped(self, value: str) -> bytes:
         return (value if self.version == "1.0" else escape_header(value, self.version)).encode()
-
-    def _message_headers(self, sub_id: str, message: Message) -> Iterator[tuple[str, str]]:
-        yield "subscription", sub_id
-        yield "message-id", message.message_id
-        if self.version == "1.2":
-            yield "ack", message.message_id
-        yield "destination", self.stomp_destination(message.destination)
-        if message.persistent:
-            yield "persistent", "true"
-        yield "priority", str(message.priority)
-        yield "timestamp", str(message.timestamp)
-        yield "expires", str(message.expiration)
-        if message.redelivery_counter:
-            yield "redelivered", "true"
-        if message.correlation_id is not None:
-            yield "correlation-id", message.correlation_id
-        if message.type is not None:
-            yield "type", message.type
-        if message.reply_to is not None:
-            yield "reply-to", self.stomp_destination(message.reply_to)
-        if message.group_id is not None:
-            yield "JMSXGroupID", message.group_id
-            yield "JMSXGroupSeq", str(message.group_seq)
-        if message.original_destination is not None:
-            yield "original-destination", self.stomp_destination(message.original_destination)
-        for key, value in message.properties.items():
-            text = _property_text(value)
-            if self.version == "1.0" and ("\n" in text or "\n" in key):
-                # STOMP 1.0 cannot escape a line feed (say, from an OpenWire property).
-                key, text = key.replace("\n", " "), text.replace("\n", " ")
-            yield key, text
 
     def error_frame(self, error: DovecoteError, frame: Frame | None) -> Frame:
         text = str(error) or type(error).__name__
@@ -567,32 +571,3 @@ def _through(ordered: dict[str, None], last: str) -> Iterator[str]:
         yield key
         if key == last:
             return
-
-
-def _property_text(value: PropertyValue) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, bytes):
-        return value.hex()
-    return "" if value is None else str(value)
-
-
-class _TailCache:
-    """The last message encoded for a subscriber, and its frame after the first header."""
-
-    __slots__ = ("message", "tail", "version")
-
-    def __init__(self) -> None:
-        self.message: Message | None = None
-        self.version = ""
-        self.tail = b""
-
-
-_tail_cache = _TailCache()
-
-
-def _has_temporary(message: Message) -> bool:
-    return any(
-        d is not None and d.is_temporary
-        for d in (message.destination, message.reply_to, message.original_destination)
-    )

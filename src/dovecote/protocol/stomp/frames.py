@@ -98,10 +98,6 @@ def _unescape(text: str, version: str) -> str:
 
 def escape_header(text: str, version: str) -> str:
     """A header name or value as STOMP 1.1/1.2 write it."""
-    return _escape(text, version)
-
-
-def _escape(text: str, version: str) -> str:
     # Most values need nothing: four scans in C beat four copies.
     if "\\" not in text and "\n" not in text and ":" not in text and "\r" not in text:
         return text
@@ -151,17 +147,19 @@ class FrameParser:
     def _next(self) -> Frame | _Event:
         buf = self._buffer
         if self._pending is None:
-            # Bare EOLs between frames are heart-beats.
-            if buf[:1] == b"\n":
-                del buf[:1]
-                return HEARTBEAT
-            if buf[:2] == b"\r\n":
-                del buf[:2]
-                return HEARTBEAT
-            if buf[:1] == b"\r" and len(buf) == 1:
-                return self._need_data()
             if not buf:
                 return self._need_data()
+            # Bare EOLs between frames are heart-beats.
+            first = buf[0]
+            if first == 0x0A:
+                del buf[:1]
+                return HEARTBEAT
+            if first == 0x0D:
+                if len(buf) == 1:
+                    return self._need_data()
+                if buf[1] == 0x0A:
+                    del buf[:2]
+                    return HEARTBEAT
             self._parse_head()
             if self._pending is None:
                 return self._need_data()
@@ -204,6 +202,25 @@ class FrameParser:
         if len(lines) - 1 > self.max_headers:
             raise FrameTooLargeError(len(lines) - 1, self.max_headers)
         escaped = self.version != "1.0" and command not in _UNESCAPED_COMMANDS
+        if "\r" in head or (escaped and "\\" in head):
+            headers = self._headers_slowly(lines, escaped)
+        else:
+            # Most frames: no CR and nothing to unescape, so one comprehension does it.
+            parts = [line.partition(":") for line in lines[1:]]
+            headers = [(name, value) for name, sep, value in parts if sep]
+            if len(headers) != len(parts):
+                headers = self._headers_slowly(lines, escaped)  # names the bad line
+        length: int | None = None
+        for name, value in headers:
+            if name == "content-length":
+                length = _content_length(value)
+                if body_start + length + 1 > self.max_frame_size:
+                    raise FrameTooLargeError(body_start + length + 1, self.max_frame_size)
+                break
+        del buf[:body_start]
+        self._pending = (command, tuple(headers), body_start, length)
+
+    def _headers_slowly(self, lines: list[str], escaped: bool) -> list[tuple[str, str]]:
         headers: list[tuple[str, str]] = []
         for line in lines[1:]:
             if line.endswith("\r"):
@@ -214,15 +231,7 @@ class FrameParser:
             if escaped:
                 name, value = _unescape(name, self.version), _unescape(value, self.version)
             headers.append((name, value))
-        length: int | None = None
-        for name, value in headers:
-            if name == "content-length":
-                length = _content_length(value)
-                if body_start + length + 1 > self.max_frame_size:
-                    raise FrameTooLargeError(body_start + length + 1, self.max_frame_size)
-                break
-        del buf[:body_start]
-        self._pending = (command, tuple(headers), body_start, length)
+        return headers
 
     def _parse_body(self) -> Frame | _Event:
         assert self._pending is not None
@@ -269,7 +278,7 @@ def encode_frame(frame: Frame, version: str = "1.2") -> bytes:
         if name == "content-length":
             has_length = True
         if escaped:
-            name, value = _escape(name, version), _escape(value, version)
+            name, value = escape_header(name, version), escape_header(value, version)
         elif "\n" in value or "\n" in name:
             raise LocalProtocolError(
                 f"header {name!r} has a newline, which an unescaped header cannot carry"

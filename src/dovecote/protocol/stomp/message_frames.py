@@ -1,0 +1,117 @@
+"""MESSAGE frames: the headers a message is delivered with, and its encoding for STOMP 1.1
+and 1.2 written straight from the message."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from dovecote.core.destinations import Destination
+from dovecote.core.message import Message, PropertyValue
+from dovecote.protocol.stomp.frames import escape_header
+
+NameOf = Callable[[Destination], str]
+"""How a connection names a destination in STOMP (its own temporary ones by its names)."""
+
+
+def message_headers(
+    sub_id: str, message: Message, version: str, name_of: NameOf
+) -> Iterator[tuple[str, str]]:
+    yield "subscription", sub_id
+    yield "message-id", message.message_id
+    if version == "1.2":
+        yield "ack", message.message_id
+    yield "destination", name_of(message.destination)
+    if message.persistent:
+        yield "persistent", "true"
+    yield "priority", str(message.priority)
+    yield "timestamp", str(message.timestamp)
+    yield "expires", str(message.expiration)
+    if message.redelivery_counter:
+        yield "redelivered", "true"
+    if message.correlation_id is not None:
+        yield "correlation-id", message.correlation_id
+    if message.type is not None:
+        yield "type", message.type
+    if message.reply_to is not None:
+        yield "reply-to", name_of(message.reply_to)
+    if message.group_id is not None:
+        yield "JMSXGroupID", message.group_id
+        yield "JMSXGroupSeq", str(message.group_seq)
+    if message.original_destination is not None:
+        yield "original-destination", name_of(message.original_destination)
+    for key, value in message.properties.items():
+        text = _property_text(value)
+        if version == "1.0" and ("\n" in text or "\n" in key):
+            # STOMP 1.0 cannot escape a line feed (say, from an OpenWire property).
+            key, text = key.replace("\n", " "), text.replace("\n", " ")
+        yield key, text
+
+
+def message_tail(message: Message, version: str, name_of: NameOf) -> bytes:
+    """A MESSAGE frame after its subscription header, as ``message_headers`` and
+    ``encode_frame`` would write it for STOMP 1.1 or 1.2 (written straight from the message:
+    no Frame, no header tuples, as this runs once per message delivered)."""
+    message_id = escape_header(message.message_id, version)
+    lines = ["message-id:" + message_id]
+    if version == "1.2":
+        lines.append("ack:" + message_id)
+    lines.append("destination:" + escape_header(name_of(message.destination), version))
+    if message.persistent:
+        lines.append("persistent:true")
+    lines.append(
+        f"priority:{message.priority}\ntimestamp:{message.timestamp}\nexpires:{message.expiration}"
+    )
+    if message.redelivery_counter:
+        lines.append("redelivered:true")
+    if message.correlation_id is not None:
+        lines.append("correlation-id:" + escape_header(message.correlation_id, version))
+    if message.type is not None:
+        lines.append("type:" + escape_header(message.type, version))
+    if message.reply_to is not None:
+        lines.append("reply-to:" + escape_header(name_of(message.reply_to), version))
+    if message.group_id is not None:
+        lines.append(f"JMSXGroupID:{escape_header(message.group_id, version)}")
+        lines.append(f"JMSXGroupSeq:{message.group_seq}")
+    if message.original_destination is not None:
+        original = name_of(message.original_destination)
+        lines.append("original-destination:" + escape_header(original, version))
+    has_length = False
+    for key, value in message.properties.items():
+        if key == "content-length":
+            has_length = True
+        lines.append(
+            escape_header(key, version) + ":" + escape_header(_property_text(value), version)
+        )
+    body = message.body
+    if body and not has_length:
+        lines.append(f"content-length:{len(body)}")
+    return "\n".join(lines).encode("utf-8") + b"\n\n" + body + b"\x00"
+
+
+def _property_text(value: PropertyValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, bytes):
+        return value.hex()
+    return "" if value is None else str(value)
+
+
+class TailCache:
+    """The last message encoded for a subscriber, and its frame after the first header."""
+
+    __slots__ = ("message", "tail", "version")
+
+    def __init__(self) -> None:
+        self.message: Message | None = None
+        self.version = ""
+        self.tail = b""
+
+
+tail_cache = TailCache()
+
+
+def has_temporary(message: Message) -> bool:
+    return any(
+        d is not None and d.is_temporary
+        for d in (message.destination, message.reply_to, message.original_destination)
+    )

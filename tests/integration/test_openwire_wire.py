@@ -10,6 +10,7 @@ from pathlib import Path
 
 from brokers import running_broker
 from dovecote.protocol.openwire import FrameReader, Marshaller, Structure, negotiate
+from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.primitives import JavaInt, encode_map
 from dovecote.protocol.openwire.schema import BROKER_INFO, KEEP_ALIVE_INFO, WIRE_FORMAT_INFO
 
@@ -70,4 +71,90 @@ def test_size_prefix_is_exact(tmp_path: Path) -> None:
         while len(body) < size:
             body += sock.recv(size - len(body))
         assert body[0] == WIRE_FORMAT_INFO and body[1:9] == b"ActiveMQ"
+        sock.close()
+
+
+def _ids(conn: str) -> dict[str, Structure]:
+    return {
+        "connection": Structure(t.CONNECTION_ID, {"value": conn}),
+        "session": Structure(t.SESSION_ID, {"connectionId": conn, "value": 1}),
+        "consumer": Structure(t.CONSUMER_ID, {"connectionId": conn, "sessionId": 1, "value": 1}),
+        "producer": Structure(t.PRODUCER_ID, {"connectionId": conn, "value": 1, "sessionId": 1}),
+    }
+
+
+def _message(ids: dict[str, Structure], destination: Structure, seq: int, persistent: bool,
+             command_id: int) -> Structure:  # fmt: skip
+    message_id = Structure(t.MESSAGE_ID, {"producerId": ids["producer"], "producerSequenceId": seq})
+    return Structure(t.BYTES_MESSAGE, {
+        "commandId": command_id, "responseRequired": persistent, "producerId": ids["producer"],
+        "destination": destination, "messageId": message_id, "persistent": persistent,
+        "priority": 4, "content": f"m{seq}".encode(),
+    })  # fmt: skip
+
+
+def test_async_sends_and_acks_read_together_keep_order_and_report_their_errors(
+    tmp_path: Path,
+) -> None:
+    """Asynchronous sends read in one chunk are routed as a batch and asynchronous acks as
+    one settlement: the order holds across synchronous (persistent) sends between them, a
+    bad ack in the middle is reported as a ConnectionError while the acks around it still
+    settle, and the room they make is filled."""
+    marshaller = Marshaller()
+    ids = _ids("ID:raw-1")
+    queue = Structure(t.QUEUE, {"physicalName": "batched"})
+    with running_broker(workdir=tmp_path) as broker:
+        sock = socket.create_connection(("127.0.0.1", broker.openwire_port), timeout=10)
+        reader = FrameReader()
+        setup = [
+            client_wfi(0),
+            Structure(t.CONNECTION_INFO, {"commandId": 1, "connectionId": ids["connection"]}),
+            Structure(t.SESSION_INFO, {"commandId": 2, "sessionId": ids["session"]}),
+            Structure(t.PRODUCER_INFO, {"commandId": 3, "producerId": ids["producer"]}),
+        ]
+        sends = [_message(ids, queue, i, i % 7 == 3, 10 + i) for i in range(60)]
+        sock.sendall(b"".join(marshaller.frame(s) for s in setup + sends))
+        consumer = Structure(t.CONSUMER_INFO, {
+            "commandId": 100, "responseRequired": True, "consumerId": ids["consumer"],
+            "destination": queue, "prefetchSize": 10, "dispatchAsync": True,
+        })  # fmt: skip
+        sock.sendall(marshaller.frame(consumer))
+
+        def dispatched(n: int) -> list[Structure]:
+            got: list[Structure] = []
+            deadline = time.monotonic() + 10
+            while len(got) < n and time.monotonic() < deadline:
+                got += [
+                    s for s in read_structures(sock, reader, time.monotonic() + 0.2)
+                    if s.type in (t.MESSAGE_DISPATCH, t.CONNECTION_ERROR)
+                ]  # fmt: skip
+            return got
+
+        first = dispatched(10)
+        assert [d["message"]["content"] for d in first] == [f"m{i}".encode() for i in range(10)]
+        acks = [
+            Structure(
+                t.MESSAGE_ACK,
+                {
+                    "commandId": 200 + i,
+                    "destination": queue,
+                    "consumerId": ids["consumer"],
+                    "ackType": 4,
+                    "lastMessageId": d["message"]["messageId"],
+                    "messageCount": 1,
+                },
+            )
+            for i, d in enumerate(first)
+        ]
+        bogus = _message(ids, queue, 999, False, 0)["messageId"]
+        acks.insert(5, Structure(t.MESSAGE_ACK, {
+            "commandId": 300, "destination": queue, "consumerId": ids["consumer"],
+            "ackType": 4, "lastMessageId": bogus, "messageCount": 1,
+        }))  # fmt: skip
+        sock.sendall(b"".join(marshaller.frame(a) for a in acks))
+        after = dispatched(11)
+        errors = [s for s in after if s.type == t.CONNECTION_ERROR]
+        assert len(errors) == 1 and "999" in errors[0]["exception"].message
+        refill = [s["message"]["content"] for s in after if s.type == t.MESSAGE_DISPATCH]
+        assert refill == [f"m{i}".encode() for i in range(10, 20)]
         sock.close()

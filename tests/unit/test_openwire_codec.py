@@ -22,6 +22,7 @@ from dovecote.protocol.openwire import (
     broker_wire_format,
     negotiate,
 )
+from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.primitives import (
     JavaByte,
     JavaChar,
@@ -243,3 +244,30 @@ def test_mutated_valid_frames_give_structures_or_protocol_errors(
         body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
     with contextlib.suppress(RemoteProtocolError):
         Marshaller().parse_body(bytes(body))
+
+
+def test_ids_read_from_the_cache_are_fresh_copies() -> None:
+    """Ids and destinations are read once and then found by their bytes: whoever gets one
+    may change it without changing the next message's."""
+    marshaller = Marshaller()
+    producer = Structure(t.PRODUCER_ID, {"connectionId": "ID:c-1", "value": 1, "sessionId": 2})
+    frame = marshaller.frame(Structure(t.PRODUCER_INFO, {"commandId": 1, "producerId": producer}))
+    first = marshaller.parse_body(frame[4:])
+    first["producerId"].fields["value"] = 99
+    second = marshaller.parse_body(frame[4:])
+    assert second["producerId"].fields == {"connectionId": "ID:c-1", "value": 1, "sessionId": 2}
+
+
+def test_ids_written_from_the_cache_keep_their_field_names() -> None:
+    """The same numbers under other names (or in another order) are another id."""
+    marshaller = Marshaller()
+    written = [
+        {"connectionId": "ID:c-1", "value": 1, "sessionId": 2},
+        {"connectionId": "ID:c-1", "sessionId": 1, "value": 2},
+        {"sessionId": 2, "value": 1, "connectionId": "ID:c-1"},
+    ]
+    for fields in written:
+        producer = Structure(t.PRODUCER_ID, fields)
+        info = Structure(t.PRODUCER_INFO, {"commandId": 1, "producerId": producer})
+        read = marshaller.parse_body(marshaller.frame(info)[4:])["producerId"]
+        assert read.fields == fields

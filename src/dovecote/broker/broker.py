@@ -53,6 +53,7 @@ from dovecote.core.commands import (
 from dovecote.core.destinations import Destination, destination_matches, topic
 from dovecote.core.errors import (
     BrokerError,
+    DovecoteError,
     InvalidClientIdError,
     InvalidDestinationError,
     ResourceLimitError,
@@ -521,10 +522,42 @@ class Broker:
         return record
 
     async def _ack(self, state: ConnectionState, ack: MessageAck) -> None:
+        origin = await self._settle_ack(state, ack)
+        if origin is not None:
+            await self.regions.dispatch(origin)
+
+    async def ack_together(
+        self, connection_id: ConnectionId, acks: Sequence[MessageAck]
+    ) -> list[DovecoteError]:
+        """Acks a transport read together and nobody waits for: each is settled in order,
+        and each queue or subscription they make room on is dispatched once after all of
+        them (not once per ack). An ack that fails does not stop the others; the errors
+        come back, in order."""
+        state = self._connections.get(connection_id)
+        if state is None:
+            return [BrokerError(f"connection {connection_id} is not open")]
+        errors: list[DovecoteError] = []
+        origins: dict[int, Queue | TopicSubscription] = {}
+        for ack in acks:
+            try:
+                origin = await self._settle_ack(state, ack)
+            except DovecoteError as exc:
+                errors.append(exc)
+                continue
+            if origin is not None:
+                origins[id(origin)] = origin
+        for origin in origins.values():
+            await self.regions.dispatch(origin)
+        return errors
+
+    async def _settle_ack(
+        self, state: ConnectionState, ack: MessageAck
+    ) -> Queue | TopicSubscription | None:
+        """Apply an ack; the origin whose consumer it made room for (to dispatch next)."""
         record = self._record(ack.consumer_id)
         consumer, origin = record.consumer, record.origin
         if origin is None:
-            return  # browsers consume nothing
+            return None  # browsers consume nothing
         entries = consumer.acked_entries(ack)
         match ack.ack_type:
             case AckType.DELIVERED:
@@ -551,7 +584,7 @@ class Broker:
             case AckType.EXPIRED:
                 consumer.settle(entries)
                 await self.regions.expire(origin, entries)
-        await self.regions.dispatch(origin)
+        return origin
 
     # -- redelivery, expiry, dead letters --------------------------------------------------
 

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 
 from dovecote.broker.broker import Broker
-from dovecote.core.commands import MessageDispatch
+from dovecote.core.commands import MessageAck, MessageDispatch, SendMessage
 from dovecote.core.errors import DovecoteError, ProtocolError
 from dovecote.core.ids import ConnectionId
 from dovecote.protocol.openwire import (
@@ -36,6 +36,8 @@ from dovecote.protocol.openwire import (
 from dovecote.protocol.openwire.converter import OpenWireConverter, OpenWireRequest
 from dovecote.protocol.openwire.schema import KEEP_ALIVE_INFO, WIRE_FORMAT_INFO
 from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener
+
+MAX_BATCHED_SENDS = 256
 
 log = logging.getLogger("dovecote.openwire")
 
@@ -90,6 +92,9 @@ class OpenWireConnection:
         self._registered: ConnectionId | None = None
         self._last_read = time.monotonic()
         self._timers: list[asyncio.Task[None]] = []
+        self._batch: list[SendMessage] = []
+        self._batch_bytes = 0
+        self._acks: list[MessageAck] = []
 
     async def run(self) -> None:
         self._write(self.our_format)
@@ -101,6 +106,10 @@ class OpenWireConnection:
         finally:
             for timer in self._timers:
                 timer.cancel()
+            # Sends already accepted are routed even when the client is gone.
+            with contextlib.suppress(ConnectionError):
+                await self._route_batch()
+                await self._settle_acks()
             if self._registered is not None:
                 await self.broker.remove_connection(self._registered)
             self.out.close()
@@ -137,6 +146,8 @@ class OpenWireConnection:
                     # The command failed; the connection goes on (as ActiveMQ's does).
                     log.debug("OpenWire command failed: %s", exc)
                     self._write(self.converter.error_response(exc, structure))
+            await self._route_batch()
+            await self._settle_acks()
             await self.out.drain()
 
     async def _handle(self, structure: Structure) -> bool:
@@ -159,6 +170,31 @@ class OpenWireConnection:
         if structure.type == KEEP_ALIVE_INFO and not structure["responseRequired"]:
             return True
         request = self.converter.on_structure(structure)
+        ack = _async_ack(request)
+        if ack is not None:
+            # An ack nobody waits for: settled with the others read in the same chunk, and
+            # the room they make filled by one dispatch.
+            await self._route_batch()
+            self._acks.append(ack)
+            if len(self._acks) >= MAX_BATCHED_SENDS:
+                await self._settle_acks()
+            return True
+        await self._settle_acks()
+        send = _async_send(request)
+        if send is not None:
+            # A send nobody waits for (non-persistent, no response asked, no producer
+            # window): admitted now, routed with the others read in the same chunk, so
+            # that each destination is dispatched once for all of them.
+            size = send.message.size
+            if not self.broker.has_headroom(send.message, self._batch_bytes + size):
+                await self._route_batch()  # its sends are charged before this one is let in
+            await self.broker.admit_send(self.converter.connection_id, send)
+            self._batch.append(send)
+            self._batch_bytes += size
+            if len(self._batch) >= MAX_BATCHED_SENDS:
+                await self._route_batch()
+            return True
+        await self._route_batch()  # anything else runs after the sends before it
         if request.connect is not None:
             self.broker.add_connection(request.connect, self._on_dispatch)
             self._registered = request.connect.connection_id
@@ -180,6 +216,27 @@ class OpenWireConnection:
             self._registered = None  # ShutdownInfo already removed it from the broker
             return False
         return True
+
+    async def _route_batch(self) -> None:
+        if not self._batch:
+            return
+        batch = self._batch
+        self._batch, self._batch_bytes = [], 0
+        try:
+            await self.broker.route_admitted(batch)
+        except DovecoteError as exc:
+            # Nobody waits on these sends: the client hears of it as a ConnectionError,
+            # as ActiveMQ tells it of a failed asynchronous send.
+            log.debug("OpenWire asynchronous sends failed: %s", exc)
+            self._write(self.converter.error_response(exc, None))
+
+    async def _settle_acks(self) -> None:
+        if not self._acks:
+            return
+        acks, self._acks = self._acks, []
+        for error in await self.broker.ack_together(self.converter.connection_id, acks):
+            log.debug("OpenWire asynchronous ack failed: %s", error)
+            self._write(self.converter.error_response(error, None))
 
     async def _ack_later(self, request: OpenWireRequest) -> None:
         assert request.held_for is not None and request.producer_ack is not None
@@ -217,3 +274,31 @@ class OpenWireConnection:
                 self.writer.close()
                 return
             await asyncio.sleep(interval - silent)
+
+
+def _async_send(request: OpenWireRequest) -> SendMessage | None:
+    """The send a request is, when nothing answers it and it needs no store write."""
+    if (
+        request.reply is not None
+        or request.producer_ack is not None
+        or request.connect is not None
+        or len(request.commands) != 1
+    ):
+        return None
+    command = request.commands[0]
+    if (
+        isinstance(command, SendMessage)
+        and not command.message.persistent
+        and command.transaction_id is None
+        and command.message.reply_to is None
+    ):
+        return command
+    return None
+
+
+def _async_ack(request: OpenWireRequest) -> MessageAck | None:
+    """The ack a request is, when nothing answers it."""
+    if request.reply is not None or request.connect is not None or len(request.commands) != 1:
+        return None
+    command = request.commands[0]
+    return command if isinstance(command, MessageAck) else None

@@ -22,7 +22,16 @@ from typing import Any, Final, TypeVar, cast
 
 from dovecote.core.errors import RemoteProtocolError
 from dovecote.protocol.openwire.primitives import decode_mutf8, encode_mutf8
-from dovecote.protocol.openwire.schema import COMMANDS, SCHEMAS, fields_for
+from dovecote.protocol.openwire.schema import (
+    COMMANDS,
+    CONNECTION_ID,
+    CONSUMER_ID,
+    DESTINATION_TYPES,
+    PRODUCER_ID,
+    SCHEMAS,
+    SESSION_ID,
+    fields_for,
+)
 
 MAGIC: Final = b"ActiveMQ"
 MAX_DEPTH: Final = 16
@@ -98,12 +107,36 @@ def layouts(version: int) -> Layouts:
     readers: dict[int, Reader] = _OnFirstUse(lambda code: cast(Reader, generate(code, "read")))
     writers: dict[int, Writer] = _OnFirstUse(lambda code: cast(Writer, generate(code, "write")))
 
+    # Ids and destinations: every message and ack carries several, mostly the same few
+    # (its producer, its consumer, its destination). Each is read and written once and then
+    # found by its bytes or its fields; the cache starts again when it grows too big.
+    value_tails = _value_tails(version)
+    values_read: dict[bytes, Structure] = {}
+    values_written: dict[tuple[Any, ...], bytes] = {}
+
     # Helpers the generated code calls for the less common field kinds.
     def nested(data: bytes, pos: int, depth: int, st: bool) -> tuple[Structure, int]:
+        code = data[pos]
+        tail = value_tails.get(code)
+        if tail is not None and data[pos + 1]:
+            (n,) = _UH.unpack_from(data, pos + 2)
+            end = pos + 4 + n + tail
+            if end > len(data):
+                raise _short()
+            raw = data[pos:end]
+            known = values_read.get(raw)
+            if known is None:
+                known, after = readers[code](data, pos + 1, depth + 1, st)
+                assert after == end, (code, after, end)
+                if len(values_read) >= _VALUE_CACHE_SIZE:
+                    values_read.clear()
+                values_read[raw] = known
+            # A copy: whoever receives it may add to its fields.
+            return Structure(code, known.fields.copy()), end
         try:
-            reader = readers[data[pos]]
+            reader = readers[code]
         except KeyError:
-            raise RemoteProtocolError(f"unknown OpenWire data structure type {data[pos]}") from None
+            raise RemoteProtocolError(f"unknown OpenWire data structure type {code}") from None
         return reader(data, pos + 1, depth + 1, st)
 
     def array(data: bytes, pos: int, depth: int, st: bool) -> tuple[list[Any], int]:
@@ -122,6 +155,17 @@ def layouts(version: int) -> Layouts:
         return items, pos
 
     def write_nested(out: bytearray, value: Structure, st: bool) -> None:
+        if value.type in value_tails:
+            key = (value.type, *value.fields.items())
+            raw = values_written.get(key)
+            if raw is None:
+                encoded = bytearray((1, value.type))
+                writers[value.type](encoded, value.fields, st)
+                if len(values_written) >= _VALUE_CACHE_SIZE:
+                    values_written.clear()
+                raw = values_written[key] = bytes(encoded)
+            out += raw
+            return
         try:
             writer = writers[value.type]
         except KeyError:
@@ -168,6 +212,22 @@ def layouts(version: int) -> Layouts:
         return namespace[f"{verb}_{code}"]
 
     return Layouts(readers, writers)
+
+
+_VALUE_CACHE_SIZE: Final = 4096
+
+
+def _value_tails(version: int) -> dict[int, int]:
+    """The structures that are values (ids, destinations): a string and then only numbers.
+    For each, the size of the numbers after the string, which with the string's length
+    gives where it ends before reading it."""
+    tails: dict[int, int] = {}
+    for code in (*DESTINATION_TYPES, CONNECTION_ID, SESSION_ID, CONSUMER_ID, PRODUCER_ID):
+        fields = fields_for(code, version)
+        first, rest = fields[0], fields[1:]
+        if first[1] == "string" and all(kind in _FIXED for _, kind in rest):
+            tails[code] = struct.calcsize(">" + "".join(_FIXED[kind] for _, kind in rest))
+    return tails
 
 
 def _runs(fields: tuple[tuple[str, str], ...]) -> list[list[tuple[str, str]]]:

@@ -77,6 +77,27 @@ class StoreContract:
             msg(2).message_id,
         ]
 
+    async def test_a_write_takes_its_place_when_started(
+        self, store: PersistenceAdapter, reopen: Reopen
+    ) -> None:
+        """A write nobody awaits yet (an unsynced removal) still comes before every write
+        started after it: a message added, removed unawaited and added again under the same
+        id (a producer's resend) is there once, not removed."""
+        await store.write([AddMessage(msg(1))])
+        removal = store.write([RemoveMessage(Q, msg(1).message_id)], sync=False, lazy=True)
+        await store.write([AddMessage(msg(1, correlation_id="resent"))])
+        await removal
+        store = await reopen(store)
+        assert [m.correlation_id for m in store.recover().queues[Q]] == ["resent"]
+
+    async def test_unsynced_writes_complete_on_their_own(
+        self, store: PersistenceAdapter, reopen: Reopen
+    ) -> None:
+        await store.write([AddMessage(msg(1)), AddMessage(msg(2))])
+        await store.write([RemoveMessage(Q, msg(1).message_id)], sync=False, lazy=True)
+        store = await reopen(store)
+        assert [m.message_id for m in store.recover().queues[Q]] == [msg(2).message_id]
+
     async def test_redelivery_counter_survives(
         self, store: PersistenceAdapter, reopen: Reopen
     ) -> None:

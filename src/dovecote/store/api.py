@@ -12,7 +12,7 @@ Non-persistent messages never reach a store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -162,10 +162,17 @@ class PersistenceAdapter(Protocol):
     def recover(self) -> RecoveredState:
         """Everything stored, for the broker to load at start."""
 
-    async def write(self, batch: Sequence[StoreOp], sync: bool = True) -> None:
-        """Apply the operations atomically; durable (per the adapter's sync setting) on return.
-        ``sync=False`` lets an adapter skip the disk sync for this batch (a later synced
-        write, or the OS, makes it durable): KahaDB does so for acks nobody waits for."""
+    def write(
+        self, batch: Sequence[StoreOp], sync: bool = True, lazy: bool = False
+    ) -> Awaitable[None]:
+        """Apply the operations atomically; durable (per the adapter's sync setting) when
+        the awaitable returned is done. The batch takes its place in the store's order when
+        ``write`` is called, not when awaited: a caller may start a write and not wait for
+        it, and every write started after it comes after it. ``sync=False`` lets an adapter
+        skip the disk sync for this batch (a later synced write, or the OS, makes it
+        durable): KahaDB does so for acks nobody waits for. ``lazy=True`` says nobody
+        waits for it at all: an adapter may hold it a moment to share the next write's
+        group."""
 
     def checkpoint(self) -> None:
         """Make recovery short: settle the index and drop what is no longer needed."""

@@ -13,6 +13,8 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 STOP_TIMEOUT_S = 30.0
+LAZY_WAIT_S = 0.002
+"""How long writes nobody waits for wait for one somebody waits for, to share its group."""
 log = logging.getLogger("dovecote.store")
 
 
@@ -25,13 +27,16 @@ class GroupWriter(Generic[T]):
         self._write_group = write_group
         self._after_group = after_group
         self._pending: list[tuple[T, asyncio.Future[None]]] = []
-        self._wakeup = asyncio.Event()
+        # The writer sleeps on a bare future that submit resolves: it wakes one turn of the
+        # loop later (an Event, or wait_for, took two or three turns per group).
+        self._waiter: asyncio.Future[None] | None = None
+        self._lazy_wait = False
         self._task: asyncio.Task[None] | None = None
         self._busy = asyncio.Lock()
         self._closing = False
+        self._urgent = False
 
     def start(self) -> None:
-        self._wakeup = asyncio.Event()
         self._closing = False
         self._task = asyncio.create_task(self._run())
 
@@ -40,7 +45,7 @@ class GroupWriter(Generic[T]):
         is never cut in half (its records on disk but not yet applied)."""
         if self._task is not None:
             self._closing = True
-            self._wakeup.set()
+            self._wake()
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), STOP_TIMEOUT_S)
             except TimeoutError:
@@ -54,21 +59,50 @@ class GroupWriter(Generic[T]):
                 future.set_exception(OSError("the store stopped"))
         self._pending.clear()
 
-    async def submit(self, item: T) -> None:
-        """Queue one batch and return once its group is durable."""
+    def submit(self, item: T, urgent: bool = True) -> asyncio.Future[None]:
+        """Queue one batch now (its place in the order is taken here, not when awaited);
+        the future is done once its group is durable. A batch that is not ``urgent``
+        (nobody waits for it) may wait up to LAZY_WAIT_S for an urgent one to share its
+        group: a consumer's removal then goes with the next send's add, one group (one
+        index transaction) instead of two."""
         if self._closing or self._task is None:
             raise OSError("the store is stopping")
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((item, future))
-        self._wakeup.set()
-        await future
+        self._urgent = self._urgent or urgent
+        if urgent or not self._lazy_wait:
+            self._wake()
+        return future
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _sleep(self, timeout: float | None) -> None:
+        """Until ``_wake`` (or ``timeout`` seconds)."""
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = None if timeout is None else loop.call_later(timeout, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
 
     async def _run(self) -> None:
         while not (self._closing and not self._pending):
-            await self._wakeup.wait()
-            self._wakeup.clear()
+            if not self._pending:
+                await self._sleep(None)
+            if self._pending and not (self._urgent or self._closing):
+                self._lazy_wait = True
+                try:
+                    await self._sleep(LAZY_WAIT_S)
+                finally:
+                    self._lazy_wait = False
             while self._pending:
                 group, self._pending = self._pending, []
+                self._urgent = False
                 try:
                     async with self._busy:
                         await self._write_group([item for item, _ in group])
@@ -89,3 +123,15 @@ class GroupWriter(Generic[T]):
         """Run ``fn`` between groups, never while one is being written."""
         async with self._busy:
             await fn()
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def written() -> asyncio.Future[None]:
+    """An already finished write (an empty batch, a store with nothing to wait for)."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    return future

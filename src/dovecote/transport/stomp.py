@@ -30,8 +30,8 @@ from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener
 
 log = logging.getLogger("dovecote.stomp")
 
-MAX_PIPELINED_SENDS = 512
 MAX_BATCHED_SENDS = 256
+MAX_PIPELINED_BATCHES = 16
 """Persistent sends without a receipt whose store writes may be under way at once."""
 
 CONNECT_TIMEOUT_S = 30.0
@@ -95,6 +95,7 @@ class StompConnection:
         self._pipelined_bytes = 0
         self._batch: list[SendMessage] = []
         self._batch_bytes = 0
+        self._batch_persistent = False
 
     async def run(self) -> None:
         log.debug("STOMP connection %s from %s", self.connection_id, self.peer)
@@ -152,34 +153,25 @@ class StompConnection:
         """Run one frame; False when the connection should now close."""
         request = self.converter.on_frame(frame)
         send = self._receiptless_send(request)
-        if send is not None and not send.message.persistent:
-            # A non-persistent SEND nobody waits for: admitted now, routed with the others
-            # read in the same chunk (one dispatch per destination for all of them).
-            await self._settle_pipelined(0)
+        if send is not None:
+            # A SEND nobody waits for: admitted now, and routed with the others read in the
+            # same chunk: one store write (and fsync) and one dispatch per destination for
+            # all of them.
             size = send.message.size
-            if not self.broker.has_headroom(send.message, self._batch_bytes + size):
+            # Sends batched or under way are not charged to the usages yet: near a limit,
+            # let them land first so that flow control sees the truth.
+            waiting = self._pipelined_bytes + self._batch_bytes + size
+            if not self.broker.has_headroom(send.message, waiting):
                 await self._route_batch()
+                await self._settle_pipelined(0)
             await self.broker.admit_send(self.connection_id, send)
             self._batch.append(send)
             self._batch_bytes += size
+            self._batch_persistent = self._batch_persistent or send.message.persistent
             if len(self._batch) >= MAX_BATCHED_SENDS:
                 await self._route_batch()
             return True
         await self._route_batch()
-        if send is not None:
-            # A persistent SEND without a receipt: nobody waits for its store write, so the
-            # next frames are read while it is under way, and many share one fsync.
-            size = send.message.size
-            # Sends under way are not charged to the usages yet: near a limit, let them
-            # land first so that flow control sees the truth.
-            if not self.broker.has_headroom(send.message, self._pipelined_bytes + size):
-                await self._settle_pipelined(0)
-            await self.broker.admit_send(self.connection_id, send)
-            task = asyncio.create_task(self.broker.route_admitted((send,)))
-            self._pipelined.append((task, size))
-            self._pipelined_bytes += size
-            await self._settle_pipelined(MAX_PIPELINED_SENDS)
-            return True
         # Anything else runs after the sends before it (a RECEIPT covers them all).
         await self._settle_pipelined(0)
         if request.connect is not None:
@@ -213,9 +205,21 @@ class StompConnection:
         return None
 
     async def _route_batch(self) -> None:
-        if self._batch:
-            batch = self._batch
-            self._batch, self._batch_bytes = [], 0
+        if not self._batch:
+            return
+        batch, size, persistent = self._batch, self._batch_bytes, self._batch_persistent
+        self._batch, self._batch_bytes, self._batch_persistent = [], 0, False
+        if persistent:
+            # Pipelined: the next frames are read while its store write is under way, and
+            # the writes of several batches (and connections) share one fsync. Batches are
+            # enqueued in the order of their writes, so they keep their order.
+            task = asyncio.create_task(self.broker.route_admitted(batch))
+            self._pipelined.append((task, size))
+            self._pipelined_bytes += size
+            await self._settle_pipelined(MAX_PIPELINED_BATCHES)
+        else:
+            # Nothing to store: routed now, after the batches still being stored.
+            await self._settle_pipelined(0)
             await self.broker.route_admitted(batch)
 
     async def _settle_pipelined(self, keep: int) -> None:

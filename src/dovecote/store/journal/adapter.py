@@ -15,7 +15,7 @@ import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -33,7 +33,7 @@ from dovecote.store.api import (
     StoredQueue,
     StoreOp,
 )
-from dovecote.store.groupcommit import GroupWriter
+from dovecote.store.groupcommit import GroupWriter, written
 from dovecote.store.journal.datafiles import DataFiles, Location
 from dovecote.store.journal.index import INDEX_VERSION, Index
 from dovecote.store.journal.records import (
@@ -184,11 +184,13 @@ class JournalPersistenceAdapter:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def write(self, batch: Sequence[StoreOp], sync: bool = True) -> None:
+    def write(
+        self, batch: Sequence[StoreOp], sync: bool = True, lazy: bool = False
+    ) -> Awaitable[None]:
         if not batch:
-            return
+            return written()
         ops, self._next_seq = sequence(batch, self._next_seq)
-        await self._writer.submit((ops, sync))
+        return self._writer.submit((ops, sync), urgent=not lazy)
 
     async def _write_group(self, group: list[tuple[list[JournalOp], bool]]) -> None:
         files, index = self._files, self._index

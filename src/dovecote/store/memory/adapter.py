@@ -6,7 +6,7 @@ contract suite holds every other adapter to. State lives as long as the process.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 from dovecote.core.destinations import Destination, destination_matches
 from dovecote.core.message import Message
@@ -23,6 +23,7 @@ from dovecote.store.api import (
     StoreOp,
     UpdateRedelivery,
 )
+from dovecote.store.groupcommit import written
 
 _SubKey = tuple[Destination, str, str]
 
@@ -53,9 +54,12 @@ class MemoryPersistenceAdapter:
             state.subscriptions.append(RecoveredSubscription(sub, pending))
         return state
 
-    async def write(self, batch: Sequence[StoreOp], sync: bool = True) -> None:
+    def write(
+        self, batch: Sequence[StoreOp], sync: bool = True, lazy: bool = False
+    ) -> Awaitable[None]:
         for op in batch:
             self._apply(op)
+        return written()
 
     def _apply(self, op: StoreOp) -> None:
         match op:

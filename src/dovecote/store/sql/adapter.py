@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -46,7 +46,7 @@ from dovecote.store.api import (
     StoreOp,
     UpdateRedelivery,
 )
-from dovecote.store.groupcommit import GroupWriter
+from dovecote.store.groupcommit import GroupWriter, written
 from dovecote.store.journal.records import JournalOp, SequencedAdd, sequence
 from dovecote.store.messagecodec import pack_message, unpack_message
 from dovecote.store.sql.schema import acks, checkpoint, lock, messages, metadata, sub_acks
@@ -198,11 +198,13 @@ class SqlPersistenceAdapter:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def write(self, batch: Sequence[StoreOp], sync: bool = True) -> None:
+    def write(
+        self, batch: Sequence[StoreOp], sync: bool = True, lazy: bool = False
+    ) -> Awaitable[None]:
         if not batch:
-            return
+            return written()
         ops, self._next_seq = sequence(batch, self._next_seq)
-        await self._writer.submit(ops)
+        return self._writer.submit(ops, urgent=not lazy)
 
     async def _write_group(self, group: list[list[JournalOp]]) -> None:
         await self._run(self._apply_group, group)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 
 from dovecote.core.destinations import Destination
@@ -28,7 +28,7 @@ from dovecote.store.api import (
     StoreOp,
     UpdateRedelivery,
 )
-from dovecote.store.groupcommit import GroupWriter
+from dovecote.store.groupcommit import GroupWriter, written
 from dovecote.store.journal.datafiles import DataFiles, Location
 from dovecote.store.journal.records import (
     JournalOp,
@@ -131,11 +131,13 @@ class JournaledSqlPersistenceAdapter:
             self._files = None
         await self.sql.stop()
 
-    async def write(self, batch: Sequence[StoreOp], sync: bool = True) -> None:
+    def write(
+        self, batch: Sequence[StoreOp], sync: bool = True, lazy: bool = False
+    ) -> Awaitable[None]:
         if not batch:
-            return
+            return written()
         ops, self._next_seq = sequence(batch, self._next_seq)
-        await self._writer.submit(ops)
+        return self._writer.submit(ops, urgent=not lazy)
 
     async def _write_group(self, group: list[list[JournalOp]]) -> None:
         files = self._files

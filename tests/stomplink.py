@@ -44,10 +44,12 @@ class Link:
 
     def take_backlog(self, destination: str, *headers: tuple[str, str]) -> list[Frame]:
         """Subscribe with auto ack and a receipt and return the messages that came before
-        the receipt: an auto-ack subscription has no window, so dovecote dispatches all
-        that the destination holds before it answers."""
+        the receipt: an auto-ack subscription whose window is larger than the backlog gets
+        all that the destination holds before the broker answers (the window bounds the
+        messages not yet handed to the socket)."""
+        window = ("activemq.prefetchSize", "10000000")
         self.send(Frame("SUBSCRIBE", (("destination", destination), ("id", "backlog"),
-                                      ("receipt", "backlog"), *headers)))  # fmt: skip
+                                      ("receipt", "backlog"), window, *headers)))  # fmt: skip
         messages = []
         while (frame := self.read()).command == "MESSAGE":
             messages.append(frame)

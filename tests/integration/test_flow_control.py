@@ -6,6 +6,7 @@ temp store on disk, which a restart wipes."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import urllib.request
@@ -211,3 +212,43 @@ def test_temp_store_limit_applies_to_spilled_messages(tmp_path: Path) -> None:
         while consumer.read().command == "MESSAGE":
             got += 1
         assert got == accepted
+
+
+def test_an_auto_ack_subscriber_that_does_not_read_holds_the_dispatch_back(
+    tmp_path: Path,
+) -> None:
+    """ack:auto settles on dispatch, so no acks limit what is sent; what bounds it is the
+    socket: once the reader stops, the broker stops dispatching (about its window plus
+    what the socket buffers hold) instead of moving the whole backlog into its own write
+    buffer. Reading again brings the rest, in order."""
+    body = b"y" * 16384
+    total = 1500  # 24 MiB: more than the socket buffers hold
+    with running_broker(workdir=tmp_path) as broker:
+        producer = Link(broker.stomp_port)
+        for i in range(total):
+            producer.send(
+                Frame("SEND", (("destination", "/queue/unread"),), f"{i:05d}".encode() + body)
+            )
+        producer.send(Frame("SUBSCRIBE", (("destination", "/queue/other"), ("id", "x"),
+                                          ("receipt", "sent"))))  # fmt: skip
+        producer.until_receipt()
+        reader = Link(broker.stomp_port)
+        reader.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        window = ("activemq.prefetchSize", "50")
+        reader.send(Frame("SUBSCRIBE", (("destination", "/queue/unread"), ("id", "1"),
+                                        ("ack", "auto"), window)))  # fmt: skip
+        url = f"http://127.0.0.1:{broker.console_port}/api/queues/unread"
+        dequeued, steady = -1, 0
+        deadline = time.monotonic() + 20
+        while steady < 10:
+            assert time.monotonic() < deadline, "the dispatch never came to rest"
+            with urllib.request.urlopen(url, timeout=10) as response:
+                now = json.loads(response.read())["dequeued"]
+            steady = steady + 1 if now == dequeued and now > 0 else 0
+            dequeued = now
+            time.sleep(0.05)
+        assert dequeued < total // 2, (
+            f"{dequeued} of {total} dispatched to a reader that reads nothing"
+        )
+        got = [reader.read() for _ in range(total)]
+        assert [m.body[:5] for m in got] == [f"{i:05d}".encode() for i in range(total)]

@@ -168,14 +168,20 @@ def test_expired_messages_are_returned_not_dispatched() -> None:
     assert got == ["new"] and [e.message_id for e in done.expired] == ["old"]
 
 
-def test_auto_ack_consumer_settles_on_dispatch() -> None:
+def test_auto_ack_consumer_settles_on_dispatch_a_window_at_a_time() -> None:
+    """Auto-acked messages are settled as they are sent; the window then bounds those its
+    connection has not yet handed to the socket (the broker resets it when told)."""
     q = Queue(Q)
     c, got = make_consumer(1, prefetch=2, auto_ack=True)
     q.add_consumer(c)
     fill(q, 5)
     done = q.dispatch(0)
-    assert got == [f"m{i}" for i in range(5)]
-    assert len(done.settled) == 5 and not c.inflight
+    assert got == ["m0", "m1"]
+    assert len(done.settled) == 2 and not c.inflight
+    assert q.dispatch(0).settled == []  # nothing written yet: no room
+    c.unwritten = 0  # the connection's socket took them (Broker.written)
+    done = q.dispatch(0)
+    assert got == ["m0", "m1", "m2", "m3"] and len(done.settled) == 2
 
 
 def test_higher_priority_consumer_first_until_its_window_is_full() -> None:

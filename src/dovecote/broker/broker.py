@@ -71,7 +71,6 @@ from dovecote.store.api import (
     RecoveredState,
     RemoveDestination,
     RemoveSubscription,
-    StoreOp,
 )
 
 log = logging.getLogger("dovecote.broker")
@@ -154,7 +153,8 @@ class Broker:
         # to a consumer of this closing connection.
         returned = [self._detach_consumer(state, c) for c in list(state.consumers)]
         for transaction_id in list(state.transactions):
-            await self._rollback(state.transactions.pop(transaction_id), redeliver=True)
+            tx = state.transactions.pop(transaction_id)
+            await self.regions.rollback(tx, True, self._consumers)
         for origin, entries in returned:
             await self.regions.redeliver(origin, entries)
         for destination in list(state.temp_destinations):
@@ -347,6 +347,27 @@ class Broker:
         self.regions.topic_stats.pop(destination, None)
         await self._remove_destination(destination)
         return known
+
+    def written(self, connection_id: ConnectionId) -> None:
+        """The connection's transport has handed what it was given to its socket (or has
+        little left to): its auto-acking consumers have room again."""
+        state = self._connections.get(connection_id)
+        if state is None:
+            return
+        origins: list[Queue | TopicSubscription] = []
+        for consumer_id in state.consumers:
+            record = self._consumers.get(consumer_id)
+            if record is not None and record.consumer.unwritten:
+                record.consumer.unwritten = 0
+                if record.origin is not None:
+                    origins.append(record.origin)
+        if origins:
+            task = asyncio.ensure_future(self._dispatch_all(origins))
+            task.add_done_callback(_log_failed_dispatch)
+
+    async def _dispatch_all(self, origins: list[Queue | TopicSubscription]) -> None:
+        for origin in origins:
+            await self.regions.dispatch(origin)
 
     async def wait_for_room(self, message: Message) -> None:
         """Return once the usages ``message`` weighs on have room (to release a held-back
@@ -621,35 +642,11 @@ class Broker:
         if tx is None:
             raise UnknownTransactionError(f"transaction {tid.value} is not open")
         if info.type is TransactionType.COMMIT:
-            await self._commit(tx)
+            await self.regions.commit(tx)
         else:
-            await self._rollback(tx, redeliver=info.redeliver_acked)
+            await self.regions.rollback(tx, info.redeliver_acked, self._consumers)
 
-    async def _commit(self, tx: LocalTransaction) -> None:
-        # Acks and sends become durable in one store batch: the commit is atomic (SPEC T1).
-        ops: list[StoreOp] = []
-        for ack in tx.acks:
-            if ack.record.origin is not None:
-                ops.extend(self.regions.consume_ops(ack.record.origin, ack.entries))
-        await self.regions.route(tx.sends, extra_ops=ops)
-        for ack in tx.acks:
-            ack.record.consumer.settle(ack.entries)
-            release_all(ack.entries)
-            if isinstance(ack.record.origin, Queue):
-                ack.record.origin.stats.dequeued += len(ack.entries)
-            await self.regions.dispatch(ack.record.origin)
 
-    async def _rollback(self, tx: LocalTransaction, redeliver: bool) -> None:
-        for ack in tx.acks:
-            consumer, origin = ack.record.consumer, ack.record.origin
-            if origin is None:
-                continue
-            live = consumer.info.consumer_id in self._consumers
-            if not live:
-                # The consumer is gone; its acked messages were held back for this moment.
-                await self.regions.redeliver(origin, ack.entries)
-            elif redeliver:
-                await self.regions.redeliver(origin, consumer.take_back(ack.entries))
-            else:
-                # The client redelivers these itself; they stay in flight to it.
-                consumer.restore_window(ack.entries)
+def _log_failed_dispatch(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.error("dispatch after a write failed: %s", error)

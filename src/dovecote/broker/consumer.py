@@ -78,7 +78,7 @@ def release_all(entries: Iterable[Entry]) -> None:
 
 
 class Consumer:
-    __slots__ = ("_freed", "inflight", "info", "pulls", "selector", "sink")
+    __slots__ = ("_freed", "inflight", "info", "pulls", "selector", "sink", "unwritten")
 
     def __init__(self, info: ConsumerInfo, sink: DispatchSink) -> None:
         self.info = info
@@ -89,13 +89,17 @@ class Consumer:
         self.inflight: dict[str, Entry] = {}
         self._freed = 0
         self.pulls = 0
+        self.unwritten = 0
+        """Auto-acked deliveries the connection has not yet handed to its socket: they fill
+        the prefetch window like unacked ones, so that a slow reader holds the dispatch back
+        instead of the broker queueing a whole backlog in its write buffer."""
 
     @property
     def room(self) -> int:
         """How many more messages may be dispatched to it now."""
         if self.info.prefetch_size <= 0:
             return 1 if self.pulls > 0 else 0
-        return self.info.prefetch_size - (len(self.inflight) - self._freed)
+        return self.info.prefetch_size - (len(self.inflight) - self._freed) - self.unwritten
 
     def matches(self, message: Message) -> bool:
         if self.info.no_local and message.connection_id == str(self.info.consumer_id.connection_id):
@@ -105,7 +109,9 @@ class Consumer:
     def deliver(self, entry: Entry) -> bool:
         """Send the entry to the client; True when it is settled at once (auto ack)."""
         auto = self.info.auto_ack
-        if not auto:
+        if auto:
+            self.unwritten += 1
+        else:
             self.inflight[entry.message_id] = entry
         if self.pulls:
             self.pulls -= 1

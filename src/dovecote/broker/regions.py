@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import replace
 from itertools import count
 
-from dovecote.broker.connection import Origin
+from dovecote.broker.connection import LocalTransaction, Origin
 from dovecote.broker.consumer import Dispatched, Entry, release_all
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.queue import Queue, QueueStats
@@ -24,6 +24,7 @@ from dovecote.broker.sequencer import Sequencer
 from dovecote.broker.topic import TopicSubscription
 from dovecote.broker.usage import SystemUsage, TempStore, Usage
 from dovecote.core.destinations import Destination, destination_matches
+from dovecote.core.ids import ConsumerId
 from dovecote.core.message import Message
 from dovecote.store.api import (
     AckSubscription,
@@ -515,6 +516,39 @@ class Regions:
                 expired = sub.remove_pending(now)
                 if expired:
                     await self.expire(sub, expired)
+
+    # -- transactions ----------------------------------------------------------------------
+
+    async def commit(self, tx: LocalTransaction) -> None:
+        # Acks and sends become durable in one store batch: the commit is atomic (SPEC T1).
+        ops: list[StoreOp] = []
+        for ack in tx.acks:
+            if ack.record.origin is not None:
+                ops.extend(self.consume_ops(ack.record.origin, ack.entries))
+        await self.route(tx.sends, extra_ops=ops)
+        for ack in tx.acks:
+            ack.record.consumer.settle(ack.entries)
+            release_all(ack.entries)
+            if isinstance(ack.record.origin, Queue):
+                ack.record.origin.stats.dequeued += len(ack.entries)
+            await self.dispatch(ack.record.origin)
+
+    async def rollback(
+        self, tx: LocalTransaction, redeliver: bool, live: Container[ConsumerId]
+    ) -> None:
+        """Undo a transaction's acks; ``live``: the consumers still attached."""
+        for ack in tx.acks:
+            consumer, origin = ack.record.consumer, ack.record.origin
+            if origin is None:
+                continue
+            if consumer.info.consumer_id not in live:
+                # The consumer is gone; its acked messages were held back for this moment.
+                await self.redeliver(origin, ack.entries)
+            elif redeliver:
+                await self.redeliver(origin, consumer.take_back(ack.entries))
+            else:
+                # The client redelivers these itself; they stay in flight to it.
+                consumer.restore_window(ack.entries)
 
 
 def _log_failed_write(pending: asyncio.Future[None]) -> None:

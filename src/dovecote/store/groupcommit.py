@@ -1,7 +1,10 @@
 """Group commit: writers queue their batches and wait; one task writes every batch queued at
 that moment as one group (one fsync, one database transaction) and wakes them all. While a
 group is being made durable the next one gathers, so concurrent producers share the cost of
-each sync (SPEC M2). A failure of a group fails each of its writers with the error."""
+each sync (SPEC M2). A failure of a group fails each of its writers with the error. Batches
+nobody waits for (removals settled on dispatch) wait a moment for one somebody waits for, so
+that both share a group.
+"""
 
 from __future__ import annotations
 

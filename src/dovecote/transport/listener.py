@@ -8,10 +8,13 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 log = logging.getLogger("dovecote.transport")
 
 READ_CHUNK = 64 * 1024
+WRITTEN_MARK = 64 * 1024
+"""Bytes a connection may still hold unsent and be called written (asyncio's high-water mark)."""
 
 
 class Listener:
@@ -71,13 +74,19 @@ class BatchedWriter:
     many messages costs one syscall, not one per message. ``drain`` (and ``close``) send
     what is queued first, so nothing is reordered or lost."""
 
-    __slots__ = ("_out", "_scheduled", "last_write", "writer")
+    __slots__ = ("_draining", "_out", "_scheduled", "last_write", "on_written", "writer")
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, writer: asyncio.StreamWriter, on_written: Callable[[], None] | None = None
+    ) -> None:
         self.writer = writer
         self._out: list[bytes] = []
         self._scheduled = False
         self.last_write = time.monotonic()
+        self.on_written = on_written
+        """Called once what was written has been handed to the socket, or nearly all of it
+        (the transport's buffer below WRITTEN_MARK): for flow control toward slow readers."""
+        self._draining: asyncio.Task[None] | None = None
 
     def is_closing(self) -> bool:
         return self.writer.is_closing()
@@ -96,7 +105,26 @@ class BatchedWriter:
             if not self.writer.is_closing():
                 self.writer.write(b"".join(self._out))
                 self.last_write = time.monotonic()
+                if self.on_written is not None:
+                    self._notify_written()
             self._out.clear()
+
+    def _notify_written(self) -> None:
+        assert self.on_written is not None
+        if self.writer.transport.get_write_buffer_size() <= WRITTEN_MARK:
+            self.on_written()
+        elif self._draining is None:
+            self._draining = asyncio.ensure_future(self._drain_then_notify())
+
+    async def _drain_then_notify(self) -> None:
+        try:
+            await self.writer.drain()
+        except ConnectionError:
+            return  # the peer is gone: nothing more will be written
+        finally:
+            self._draining = None
+        if self.on_written is not None and not self.writer.is_closing():
+            self._notify_written()
 
     async def drain(self) -> None:
         self.flush()

@@ -38,6 +38,8 @@ from dovecote.protocol.openwire.schema import KEEP_ALIVE_INFO, WIRE_FORMAT_INFO
 from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener
 
 MAX_BATCHED_SENDS = 256
+"""Asynchronous sends (or acks) gathered before they are routed (or settled); they also are
+at the end of each chunk read."""
 
 log = logging.getLogger("dovecote.openwire")
 

@@ -31,8 +31,9 @@ from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener
 log = logging.getLogger("dovecote.stomp")
 
 MAX_BATCHED_SENDS = 256
+"""Sends without a receipt gathered before they are routed (they also are at each chunk's end)."""
 MAX_PIPELINED_BATCHES = 16
-"""Persistent sends without a receipt whose store writes may be under way at once."""
+"""Batches of persistent sends whose store writes may be under way at once."""
 
 CONNECT_TIMEOUT_S = 30.0
 """A client that sends no CONNECT within this time is dropped (ActiveMQ's connect timeout)."""
@@ -79,7 +80,7 @@ class StompConnection:
         self.settings = settings
         self.reader = reader
         self.writer = writer
-        self.out = BatchedWriter(writer)
+        self.out = BatchedWriter(writer, on_written=self._written)
         self.connection_id = broker.ids.next_connection_id()
         self.converter = StompConverter(self.connection_id, settings.heartbeat_ms)
         self.parser = FrameParser(
@@ -235,6 +236,11 @@ class StompConnection:
         self._write(self.converter.error_frame(error, frame))
         with contextlib.suppress(ConnectionError):
             await self.out.drain()
+
+    def _written(self) -> None:
+        # ack:auto subscriptions are sent more once the socket has taken what they got.
+        if self._registered:
+            self.broker.written(self.connection_id)
 
     def _on_dispatch(self, dispatch: MessageDispatch) -> None:
         data = self.converter.encode_dispatch(dispatch)

@@ -113,6 +113,8 @@ class _Subscription:
     durable_name: str | None
     # Message ids dispatched and not yet acked, in dispatch order.
     unacked: dict[str, None] = field(default_factory=dict)
+    head: bytes = b""
+    """A MESSAGE frame's first line and subscription header, as this connection writes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -476,8 +478,8 @@ class StompConverter:
         1.2 (no Frame, no header tuples: this runs once per message delivered). A topic
         message goes to many subscribers, whose MESSAGE frames differ only in the first
         header (the subscription id): the rest is encoded once and kept for the next
-        subscriber of the same message (one slot, shared by the connections; the event
-        loop is single-threaded)."""
+        subscriber of the same message (shared by the connections; the event loop is
+        single-threaded)."""
         message = dispatch.message
         if message is None or self.version == "1.0":
             # Browse ends, and STOMP 1.0's unescaped headers: the general path.
@@ -488,14 +490,18 @@ class StompConverter:
             return None  # the client unsubscribed while this was on its way
         if sub.ack_mode != "auto":
             sub.unacked[message.message_id] = None
-        cache = tail_cache
-        if cache.message is message and cache.version == self.version:
-            return self._head(sub.id) + cache.tail
-        tail = message_tail(message, self.version, self.stomp_destination)
-        if not has_temporary(message):
-            # (Temporary destinations are named per connection: nothing to share.)
-            cache.message, cache.version, cache.tail = message, self.version, tail
-        return self._head(sub.id) + tail
+        head = sub.head
+        if not head:
+            head = sub.head = self._head(sub.id)
+        if not message.destination.is_topic:
+            return head + message_tail(message, self.version, self.stomp_destination)
+        tail = tail_cache.get(message, self.version)
+        if tail is None:
+            tail = message_tail(message, self.version, self.stomp_destination)
+            if not has_temporary(message):
+                # (Temporary destinations are named per connection: nothing to share.)
+                tail_cache.put(message, self.version, tail)
+        return head + tail
 
     def _head(self, sub_id: str) -> bytes:
         return b"MESSAGE\nsubscription:" + self._escaped(sub_id) + b"\n"

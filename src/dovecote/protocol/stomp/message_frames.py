@@ -97,21 +97,41 @@ def _property_text(value: PropertyValue) -> str:
 
 
 class TailCache:
-    """The last message encoded for a subscriber, and its frame after the first header."""
+    """Messages encoded lately, each with its frame after the first header, for the other
+    subscribers of a topic message. A subscription is dispatched a batch of messages at a
+    time, so the next subscriber asks for the first of them after all the others: the
+    cache keeps a few batches' worth (and at most MAX_BYTES), and starts again when full."""
 
-    __slots__ = ("message", "tail", "version")
+    __slots__ = ("_bytes", "_tails")
+    SIZE = 2048
+    MAX_BYTES = 4 * 1024 * 1024
 
     def __init__(self) -> None:
-        self.message: Message | None = None
-        self.version = ""
-        self.tail = b""
+        # By id(): messages hash by value. The message is kept to know the id is its own.
+        self._tails: dict[int, tuple[Message, str, bytes]] = {}
+        self._bytes = 0
+
+    def get(self, message: Message, version: str) -> bytes | None:
+        found = self._tails.get(id(message))
+        if found is not None and found[0] is message and found[1] == version:
+            return found[2]
+        return None
+
+    def put(self, message: Message, version: str, tail: bytes) -> None:
+        if len(self._tails) >= self.SIZE or self._bytes > self.MAX_BYTES:
+            self._tails.clear()
+            self._bytes = 0
+        self._tails[id(message)] = (message, version, tail)
+        self._bytes += len(tail) + len(message.body)
 
 
 tail_cache = TailCache()
 
 
 def has_temporary(message: Message) -> bool:
-    return any(
-        d is not None and d.is_temporary
-        for d in (message.destination, message.reply_to, message.original_destination)
+    if message.destination.is_temporary:
+        return True
+    reply_to, original = message.reply_to, message.original_destination
+    return (reply_to is not None and reply_to.is_temporary) or (
+        original is not None and original.is_temporary
     )

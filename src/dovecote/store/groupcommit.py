@@ -33,7 +33,7 @@ class GroupWriter(Generic[T]):
         # The writer sleeps on a bare future that submit resolves: it wakes one turn of the
         # loop later (an Event, or wait_for, took two or three turns per group).
         self._waiter: asyncio.Future[None] | None = None
-        self._lazy_wait = False
+        self._lazy_timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._busy = asyncio.Lock()
         self._closing = False
@@ -41,6 +41,7 @@ class GroupWriter(Generic[T]):
 
     def start(self) -> None:
         self._closing = False
+        self._urgent = False
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
@@ -57,6 +58,9 @@ class GroupWriter(Generic[T]):
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._task
             self._task = None
+        if self._lazy_timer is not None:
+            self._lazy_timer.cancel()
+            self._lazy_timer = None
         for _, future in self._pending:  # written by nobody: fail them rather than hang them
             if not future.done():
                 future.set_exception(OSError("the store stopped"))
@@ -72,40 +76,38 @@ class GroupWriter(Generic[T]):
             raise OSError("the store is stopping")
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((item, future))
-        self._urgent = self._urgent or urgent
-        if urgent or not self._lazy_wait:
+        if urgent:
+            self._urgent = True
             self._wake()
+        elif self._lazy_timer is None:
+            # The writer is not woken for it now: an urgent batch, or this timer, will.
+            self._lazy_timer = asyncio.get_running_loop().call_later(LAZY_WAIT_S, self._wake)
         return future
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
-    async def _sleep(self, timeout: float | None) -> None:
-        """Until ``_wake`` (or ``timeout`` seconds)."""
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        timer = None if timeout is None else loop.call_later(timeout, _resolve, waiter)
+    async def _sleep(self) -> None:
+        """Until ``_wake``."""
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
         try:
             await waiter
         finally:
             self._waiter = None
-            if timer is not None:
-                timer.cancel()
 
     async def _run(self) -> None:
         while not (self._closing and not self._pending):
-            if not self._pending:
-                await self._sleep(None)
-            if self._pending and not (self._urgent or self._closing):
-                self._lazy_wait = True
-                try:
-                    await self._sleep(LAZY_WAIT_S)
-                finally:
-                    self._lazy_wait = False
+            # Asleep while nothing is queued, or only batches nobody waits for (their timer
+            # is set): woken by an urgent batch, that timer, or stop.
+            if not (self._urgent or self._closing):
+                await self._sleep()
             while self._pending:
                 group, self._pending = self._pending, []
                 self._urgent = False
+                if self._lazy_timer is not None:
+                    self._lazy_timer.cancel()  # its batches are in this group
+                    self._lazy_timer = None
                 try:
                     async with self._busy:
                         await self._write_group([item for item, _ in group])
@@ -126,11 +128,6 @@ class GroupWriter(Generic[T]):
         """Run ``fn`` between groups, never while one is being written."""
         async with self._busy:
             await fn()
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 def written() -> asyncio.Future[None]:

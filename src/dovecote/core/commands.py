@@ -76,7 +76,8 @@ class ConsumerInfo:
     maximum_pending_message_limit: int = 0
     auto_ack: bool = False
     """The broker settles each message as it dispatches it (STOMP ``ack:auto``, which
-    ActiveMQ acks on dispatch); nothing stays in flight, so the prefetch never fills."""
+    ActiveMQ acks on dispatch); nothing stays in flight, and the prefetch bounds instead
+    the messages the connection has not yet handed to its socket."""
 
 
 @dataclass(frozen=True, slots=True)

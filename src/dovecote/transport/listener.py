@@ -9,6 +9,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from dovecote.core.commands import SendMessage
+
+if TYPE_CHECKING:
+    from dovecote.broker.broker import Broker
 
 log = logging.getLogger("dovecote.transport")
 
@@ -133,3 +139,40 @@ class BatchedWriter:
     def close(self) -> None:
         self.flush()
         self.writer.close()
+
+
+MAX_BATCHED_SENDS = 256
+"""Sends (or acks) gathered before they are routed (or settled); they also are at the end of
+each chunk read."""
+
+
+class SendBatch:
+    """Sends nobody waits for, gathered while the frames of one read are handled and then
+    routed together (one dispatch per destination; one store write for persistent ones).
+    Each is admitted on its own first (flow control); none is charged to a usage until the
+    batch is routed, so ``fits`` tells when the batch must go before the next one."""
+
+    __slots__ = ("persistent", "sends", "size")
+
+    def __init__(self) -> None:
+        self.sends: list[SendMessage] = []
+        self.size = 0
+        self.persistent = False
+
+    def fits(self, broker: Broker, send: SendMessage, under_way: int = 0) -> bool:
+        """True when ``send`` can be admitted with this batch (and ``under_way`` bytes of
+        earlier ones) not yet charged."""
+        return broker.has_headroom(send.message, under_way + self.size + send.message.size)
+
+    def add(self, send: SendMessage) -> bool:
+        """Add an admitted send; True when the batch is full."""
+        self.sends.append(send)
+        self.size += send.message.size
+        self.persistent = self.persistent or send.message.persistent
+        return len(self.sends) >= MAX_BATCHED_SENDS
+
+    def take(self) -> tuple[list[SendMessage], int, bool]:
+        """The sends, their bytes and whether any is persistent; the batch starts again."""
+        taken = self.sends, self.size, self.persistent
+        self.sends, self.size, self.persistent = [], 0, False
+        return taken

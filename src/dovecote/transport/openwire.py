@@ -35,11 +35,13 @@ from dovecote.protocol.openwire import (
 )
 from dovecote.protocol.openwire.converter import OpenWireConverter, OpenWireRequest
 from dovecote.protocol.openwire.schema import KEEP_ALIVE_INFO, WIRE_FORMAT_INFO
-from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener
-
-MAX_BATCHED_SENDS = 256
-"""Asynchronous sends (or acks) gathered before they are routed (or settled); they also are
-at the end of each chunk read."""
+from dovecote.transport.listener import (
+    MAX_BATCHED_SENDS,
+    READ_CHUNK,
+    BatchedWriter,
+    Listener,
+    SendBatch,
+)
 
 log = logging.getLogger("dovecote.openwire")
 
@@ -94,8 +96,7 @@ class OpenWireConnection:
         self._registered: ConnectionId | None = None
         self._last_read = time.monotonic()
         self._timers: list[asyncio.Task[None]] = []
-        self._batch: list[SendMessage] = []
-        self._batch_bytes = 0
+        self._batch = SendBatch()
         self._acks: list[MessageAck] = []
 
     async def run(self) -> None:
@@ -187,13 +188,10 @@ class OpenWireConnection:
             # A send nobody waits for (non-persistent, no response asked, no producer
             # window): admitted now, routed with the others read in the same chunk, so
             # that each destination is dispatched once for all of them.
-            size = send.message.size
-            if not self.broker.has_headroom(send.message, self._batch_bytes + size):
+            if not self._batch.fits(self.broker, send):
                 await self._route_batch()  # its sends are charged before this one is let in
             await self.broker.admit_send(self.converter.connection_id, send)
-            self._batch.append(send)
-            self._batch_bytes += size
-            if len(self._batch) >= MAX_BATCHED_SENDS:
+            if self._batch.add(send):
                 await self._route_batch()
             return True
         await self._route_batch()  # anything else runs after the sends before it
@@ -220,10 +218,9 @@ class OpenWireConnection:
         return True
 
     async def _route_batch(self) -> None:
-        if not self._batch:
+        if not self._batch.sends:
             return
-        batch = self._batch
-        self._batch, self._batch_bytes = [], 0
+        batch, _, _ = self._batch.take()
         try:
             await self.broker.route_admitted(batch)
         except DovecoteError as exc:

@@ -26,12 +26,10 @@ from dovecote.core.commands import MessageDispatch, SendMessage
 from dovecote.core.errors import BrokerError, DovecoteError, ProtocolError
 from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
 from dovecote.protocol.stomp.converter import StompConverter, StompRequest
-from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener
+from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener, SendBatch
 
 log = logging.getLogger("dovecote.stomp")
 
-MAX_BATCHED_SENDS = 256
-"""Sends without a receipt gathered before they are routed (they also are at each chunk's end)."""
 MAX_PIPELINED_BATCHES = 16
 """Batches of persistent sends whose store writes may be under way at once."""
 
@@ -94,9 +92,7 @@ class StompConnection:
         self._timers: list[asyncio.Task[None]] = []
         self._pipelined: deque[tuple[asyncio.Task[None], int]] = deque()
         self._pipelined_bytes = 0
-        self._batch: list[SendMessage] = []
-        self._batch_bytes = 0
-        self._batch_persistent = False
+        self._batch = SendBatch()
 
     async def run(self) -> None:
         log.debug("STOMP connection %s from %s", self.connection_id, self.peer)
@@ -158,18 +154,13 @@ class StompConnection:
             # A SEND nobody waits for: admitted now, and routed with the others read in the
             # same chunk: one store write (and fsync) and one dispatch per destination for
             # all of them.
-            size = send.message.size
             # Sends batched or under way are not charged to the usages yet: near a limit,
             # let them land first so that flow control sees the truth.
-            waiting = self._pipelined_bytes + self._batch_bytes + size
-            if not self.broker.has_headroom(send.message, waiting):
+            if not self._batch.fits(self.broker, send, self._pipelined_bytes):
                 await self._route_batch()
                 await self._settle_pipelined(0)
             await self.broker.admit_send(self.connection_id, send)
-            self._batch.append(send)
-            self._batch_bytes += size
-            self._batch_persistent = self._batch_persistent or send.message.persistent
-            if len(self._batch) >= MAX_BATCHED_SENDS:
+            if self._batch.add(send):
                 await self._route_batch()
             return True
         await self._route_batch()
@@ -206,10 +197,9 @@ class StompConnection:
         return None
 
     async def _route_batch(self) -> None:
-        if not self._batch:
+        if not self._batch.sends:
             return
-        batch, size, persistent = self._batch, self._batch_bytes, self._batch_persistent
-        self._batch, self._batch_bytes, self._batch_persistent = [], 0, False
+        batch, size, persistent = self._batch.take()
         if persistent:
             # Pipelined: the next frames are read while its store write is under way, and
             # the writes of several batches (and connections) share one fsync. Batches are

@@ -1,10 +1,14 @@
 """Group commit (store/groupcommit.py): what goes into one group, and that nothing queued is
-left unwritten."""
+left unwritten; and the log line of a write nobody awaits that fails."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
+import pytest
+
+from dovecote.broker.regions import log_failure
 from dovecote.store.groupcommit import GroupWriter
 
 
@@ -56,3 +60,14 @@ async def test_stop_writes_what_is_queued() -> None:
     lazy = writer.submit("removal", urgent=False)
     await writer.stop()
     assert lazy.done() and recorder.groups == [["removal"]]
+
+
+async def test_work_nobody_awaits_logs_its_failure(caplog: pytest.LogCaptureFixture) -> None:
+    failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    failed.set_exception(OSError("disk full"))
+    fine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    fine.set_result(None)
+    with caplog.at_level(logging.ERROR, logger="dovecote.broker"):
+        log_failure("a removal")(failed)
+        log_failure("a removal")(fine)
+    assert [r.getMessage() for r in caplog.records] == ["a removal failed: disk full"]

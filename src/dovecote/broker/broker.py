@@ -30,7 +30,7 @@ from dovecote.broker.connection import (
 from dovecote.broker.consumer import Consumer, DispatchSink, Entry, release_all
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.queue import Queue
-from dovecote.broker.regions import Regions, now_ms
+from dovecote.broker.regions import Regions, log_failure, now_ms
 from dovecote.broker.topic import TopicSubscription
 from dovecote.broker.usage import Usage
 from dovecote.core.commands import (
@@ -363,7 +363,7 @@ class Broker:
                     origins.append(record.origin)
         if origins:
             task = asyncio.ensure_future(self._dispatch_all(origins))
-            task.add_done_callback(_log_failed_dispatch)
+            task.add_done_callback(log_failure("a dispatch after a write"))
 
     async def _dispatch_all(self, origins: list[Queue | TopicSubscription]) -> None:
         for origin in origins:
@@ -645,8 +645,3 @@ class Broker:
             await self.regions.commit(tx)
         else:
             await self.regions.rollback(tx, info.redeliver_acked, self._consumers)
-
-
-def _log_failed_dispatch(task: asyncio.Future[None]) -> None:
-    if not task.cancelled() and (error := task.exception()) is not None:
-        log.error("dispatch after a write failed: %s", error)

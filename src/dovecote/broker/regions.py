@@ -418,7 +418,7 @@ class Regions:
         delivers the message again (at least once, as after any crash)."""
         if ops:
             pending = asyncio.ensure_future(self.store.write(ops, sync=False, lazy=True))
-            pending.add_done_callback(_log_failed_write)
+            pending.add_done_callback(log_failure("a store write nobody waited for"))
 
     def consume_ops(self, origin: Queue | TopicSubscription, entries: list[Entry]) -> list[StoreOp]:
         ops: list[StoreOp] = []
@@ -551,6 +551,11 @@ class Regions:
                 consumer.restore_window(ack.entries)
 
 
-def _log_failed_write(pending: asyncio.Future[None]) -> None:
-    if not pending.cancelled() and (error := pending.exception()) is not None:
-        log.error("a store write nobody waited for failed: %s", error)
+def log_failure(what: str) -> Callable[[asyncio.Future[None]], None]:
+    """A done-callback for work started and not awaited: logs its failure, if any."""
+
+    def check(done: asyncio.Future[None]) -> None:
+        if not done.cancelled() and (error := done.exception()) is not None:
+            log.error("%s failed: %s", what, error)
+
+    return check

@@ -177,7 +177,8 @@ async def test_only_the_tail_is_replayed_after_a_checkpointed_index(
 
 
 async def test_files_roll_and_consumed_files_are_removed(tmp_path: Path) -> None:
-    store = await open_store(tmp_path, max_file_length=4096)
+    # index_delay_s=0: the index catches up after every group, and the checkpoint with it.
+    store = await open_store(tmp_path, max_file_length=4096, index_delay_s=0)
     for i in range(150):
         await store.write([AddMessage(msg(i))])
     files = sorted(p.name for p in tmp_path.glob("db-*.log"))
@@ -193,7 +194,7 @@ async def test_files_roll_and_consumed_files_are_removed(tmp_path: Path) -> None
 
 
 async def test_a_few_old_messages_do_not_pin_old_files(tmp_path: Path) -> None:
-    store = await open_store(tmp_path, max_file_length=4096)
+    store = await open_store(tmp_path, max_file_length=4096, index_delay_s=0)
     await store.write([AddMessage(msg(0))])  # a message nobody consumes, in db-1
     for i in range(1, 150):
         await store.write([AddMessage(msg(i))])
@@ -390,4 +391,71 @@ async def test_an_index_of_an_older_layout_is_rebuilt_from_the_journal(
     assert "rebuilding" in caplog.text
     assert store.recover_paged().queues[Q].count == 3
     assert store.read_queue(Q, (0, 0), 10).messages == sent
+    await store.stop()
+
+
+async def test_reads_see_groups_the_index_has_not_caught_up_with(tmp_path: Path) -> None:
+    # A long delay: the index stays behind the journal until something reads it.
+    store = await open_store(tmp_path, index_delay_s=60)
+    sent = [replace(msg(i), sequence=1 + i) for i in range(5)]
+    await store.write([AddMessage(m) for m in sent])
+    await store.write([RemoveMessage(Q, sent[0].message_id)])
+    assert store.message_count(Q) == 4
+    assert store.read_queue(Q, (0, 0), 10).messages == sent[1:]
+    assert store.recover_paged().queues[Q].count == 4
+    await store.write([RemoveMessage(Q, sent[1].message_id)])
+    assert ids(store) == [m.message_id for m in sent[2:]]
+    await store.stop()
+
+
+async def test_groups_the_index_had_not_caught_up_with_are_replayed_after_a_crash(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await open_store(tmp_path, index_delay_s=60)
+    sent = [replace(msg(i), sequence=1 + i) for i in range(6)]
+    await store.write([AddMessage(m) for m in sent[:3]])
+    assert store.message_count(Q) == 3  # the index has these
+    await store.write([AddMessage(m) for m in sent[3:]])
+    await store.write([RemoveMessage(Q, sent[0].message_id)])
+    await store.write([RemoveMessage(Q, sent[4].message_id)])
+    # A crash: written and fsynced, never applied to the index, the index never closed.
+    await store._writer.stop()
+    assert store._index is not None
+    store._index.env.close()
+    os.close(store._lock_fd)
+    caplog.set_level(logging.INFO)
+    store = await open_store(tmp_path)
+    assert "replay applied 3 records" in caplog.text
+    kept = [sent[1], sent[2], sent[3], sent[5]]
+    assert store.recover_paged().queues[Q].count == 4
+    assert store.read_queue(Q, (0, 0), 10).messages == kept
+    await store.stop()
+
+
+async def test_the_index_catches_up_on_its_own(tmp_path: Path) -> None:
+    store = await open_store(tmp_path, index_delay_s=0.01)
+    await store.write([AddMessage(msg(i)) for i in range(3)])
+    assert store._index is not None and store._files is not None
+    behind = store._index.applied()
+    for _ in range(200):  # polled: the timer wakes the writer, which applies the groups
+        if store._index.applied() == store._files.head:
+            break
+        await asyncio.sleep(0.01)
+    assert behind != store._files.head
+    assert store._index.applied() == store._files.head
+    await store.stop()
+
+
+async def test_files_of_large_messages_are_removed_once_consumed(tmp_path: Path) -> None:
+    # Groups of large messages bring the index up to date at once: the checkpoint after
+    # them must still run, or the journal would only grow.
+    store = await open_store(tmp_path, max_file_length=300_000)
+    sent = [replace(msg(i), body=b"x" * 70_000) for i in range(12)]
+    for message in sent:
+        await store.write([AddMessage(message)])
+    assert len(list(tmp_path.glob("db-*.log"))) >= 3
+    await store.write([RemoveMessage(Q, m.message_id) for m in sent])
+    await store.write([AddMessage(replace(msg(99), body=b"x" * 70_000))])
+    assert not (tmp_path / "db-1.log").exists() and not (tmp_path / "db-2.log").exists()
+    assert ids(store) == [msg(99).message_id]
     await store.stop()

@@ -71,3 +71,44 @@ async def test_work_nobody_awaits_logs_its_failure(caplog: pytest.LogCaptureFixt
         log_failure("a removal")(failed)
         log_failure("a removal")(fine)
     assert [r.getMessage() for r in caplog.records] == ["a removal failed: disk full"]
+
+
+async def test_a_write_nobody_waits_for_queued_while_the_writer_is_busy_is_still_written() -> None:
+    # Its timer fires while the writer is between groups (housekeeping): that wake-up must
+    # not be lost, or the write would wait for the next urgent one, maybe forever.
+    recorder = Recorder()
+    housekeeping = asyncio.Event()
+
+    async def after_group() -> None:
+        housekeeping.set()
+        await asyncio.sleep(0.05)  # longer than the timer of a write nobody waits for
+
+    writer = GroupWriter(recorder.write_group, after_group)
+    writer.start()
+    await writer.submit("add")
+    await housekeeping.wait()
+    lazy = writer.submit("removal", urgent=False)
+    await asyncio.wait_for(lazy, timeout=5)
+    assert recorder.groups == [["add"], ["removal"]]
+    await writer.stop()
+
+
+async def test_failing_housekeeping_does_not_stop_the_writer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    recorder = Recorder()
+    failures = 0
+
+    async def after_group() -> None:
+        nonlocal failures
+        failures += 1
+        raise OSError("disk full while removing a file")
+
+    writer = GroupWriter(recorder.write_group, after_group)
+    writer.start()
+    with caplog.at_level(logging.ERROR, logger="dovecote.store"):
+        await writer.submit("first")
+        await asyncio.wait_for(writer.submit("second"), timeout=5)
+    assert recorder.groups == [["first"], ["second"]]
+    assert failures >= 1 and "housekeeping" in caplog.text
+    await writer.stop()

@@ -37,11 +37,13 @@ class GroupWriter(Generic[T]):
         self._task: asyncio.Task[None] | None = None
         self._busy = asyncio.Lock()
         self._closing = False
-        self._urgent = False
+        self._woken = False
+        """Asked to run since it last looked: the writer does not go to sleep then (a wake
+        that comes while it is busy is not lost)."""
 
     def start(self) -> None:
         self._closing = False
-        self._urgent = False
+        self._woken = False
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
@@ -49,7 +51,7 @@ class GroupWriter(Generic[T]):
         is never cut in half (its records on disk but not yet applied)."""
         if self._task is not None:
             self._closing = True
-            self._wake()
+            self.wake()
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), STOP_TIMEOUT_S)
             except TimeoutError:
@@ -77,19 +79,21 @@ class GroupWriter(Generic[T]):
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((item, future))
         if urgent:
-            self._urgent = True
-            self._wake()
+            self.wake()
         elif self._lazy_timer is None:
             # The writer is not woken for it now: an urgent batch, or this timer, will.
-            self._lazy_timer = asyncio.get_running_loop().call_later(LAZY_WAIT_S, self._wake)
+            self._lazy_timer = asyncio.get_running_loop().call_later(LAZY_WAIT_S, self.wake)
         return future
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
+        """Wake the writer: it writes what is queued, then runs ``after_group`` (which is
+        also how its owner gets idle work done between groups)."""
+        self._woken = True
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
     async def _sleep(self) -> None:
-        """Until ``_wake``."""
+        """Until ``wake``."""
         waiter = self._waiter = asyncio.get_running_loop().create_future()
         try:
             await waiter
@@ -99,12 +103,12 @@ class GroupWriter(Generic[T]):
     async def _run(self) -> None:
         while not (self._closing and not self._pending):
             # Asleep while nothing is queued, or only batches nobody waits for (their timer
-            # is set): woken by an urgent batch, that timer, or stop.
-            if not (self._urgent or self._closing):
+            # is set): woken by an urgent batch, that timer, its owner, or stop.
+            if not (self._woken or self._closing):
                 await self._sleep()
+            self._woken = False
             while self._pending:
                 group, self._pending = self._pending, []
-                self._urgent = False
                 if self._lazy_timer is not None:
                     self._lazy_timer.cancel()  # its batches are in this group
                     self._lazy_timer = None
@@ -121,8 +125,11 @@ class GroupWriter(Generic[T]):
                     if not future.done():
                         future.set_result(None)
             if self._after_group is not None and not self._closing:
-                async with self._busy:
-                    await self._after_group()
+                try:
+                    async with self._busy:
+                        await self._after_group()
+                except Exception:  # housekeeping failed: writing goes on, the next try may do
+                    log.exception("store housekeeping after a write failed")
 
     async def run_exclusive(self, fn: Callable[[], Awaitable[None]]) -> None:
         """Run ``fn`` between groups, never while one is being written."""

@@ -100,6 +100,9 @@ class Index:
         self.qstat = self.env.open_db(b"qstat")
         self._totals: dict[str, list[int]] = self._load_totals()
         """Each queue's [count, bytes] (see ``qstat``)."""
+        self._deltas: dict[int, int] = {}
+        """Live counts by file, changed by the record being applied (see ``apply``)."""
+        self._top_seq = 0
 
     def close(self) -> None:
         with self.env.begin(write=True) as txn:
@@ -162,6 +165,10 @@ class Index:
             del self._totals[destination]
 
     def apply(self, txn: lmdb.Transaction, ops: list[JournalOp], at: Location) -> None:
+        # Each file's live count and the highest seq change once per record, not once per
+        # operation: a batch of many sends or removals touches them many times.
+        self._deltas = {}
+        self._top_seq = 0
         for op in ops:
             match op:
                 case SequencedAdd():
@@ -206,6 +213,19 @@ class Index:
                     for key, seq in doomed:
                         txn.delete(key, db=self.qids)
                         self._drop_message(txn, seq)
+        self._write_counts(txn)
+
+    def _write_counts(self, txn: lmdb.Transaction) -> None:
+        for file_id, delta in self._deltas.items():
+            if delta:
+                key = _FILE.pack(file_id)
+                raw = _get(txn, key, self.files)
+                current = 0 if raw is None else int(_SEQ.unpack(raw)[0])
+                txn.put(key, _SEQ.pack(max(current + delta, 0)), db=self.files)
+        if self._top_seq:
+            raw = _get(txn, b"seq", self.meta)
+            if raw is None or _SEQ.unpack(raw)[0] < self._top_seq:
+                txn.put(b"seq", _SEQ.pack(self._top_seq), db=self.meta)
 
     def mark_applied(self, txn: lmdb.Transaction, position: Location) -> None:
         txn.put(b"applied", _POS.pack(position.file_id, position.offset), db=self.meta)
@@ -213,8 +233,8 @@ class Index:
     def _add(self, txn: lmdb.Transaction, op: SequencedAdd, at: Location) -> None:
         message = op.message
         seq = _SEQ.pack(op.seq)
-        if _SEQ.unpack(_get(txn, b"seq", self.meta) or _SEQ.pack(0))[0] < op.seq:
-            txn.put(b"seq", seq, db=self.meta)
+        if op.seq > self._top_seq:
+            self._top_seq = op.seq
         old = _get(txn, seq, self.msgs)
         if old is not None:
             # Compaction wrote it again: only its location moves.
@@ -290,10 +310,8 @@ class Index:
             self._release(txn, pend_key[len(prefix) :])
 
     def _count(self, txn: lmdb.Transaction, file_id: int, delta: int) -> None:
-        key = _FILE.pack(file_id)
-        raw = _get(txn, key, self.files)
-        current = 0 if raw is None else int(_SEQ.unpack(raw)[0])
-        txn.put(key, _SEQ.pack(max(current + delta, 0)), db=self.files)
+        """Written at the end of ``apply``."""
+        self._deltas[file_id] = self._deltas.get(file_id, 0) + delta
 
     def note_file(self, txn: lmdb.Transaction, file_id: int) -> None:
         key = _FILE.pack(file_id)

@@ -286,4 +286,5 @@ def encode_frame(frame: Frame, version: str = "1.2") -> bytes:
         lines.append(f"{name}:{value}")
     if frame.body and not has_length:
         lines.append(f"content-length:{len(frame.body)}")
-    return "\n".join(lines).encode("utf-8") + b"\n\n" + frame.body + b"\x00"
+    # One join copies the body once; chained + would copy it twice.
+    return b"".join(("\n".join(lines).encode("utf-8"), b"\n\n", frame.body, b"\x00"))

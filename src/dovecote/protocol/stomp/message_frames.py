@@ -85,7 +85,7 @@ def message_tail(message: Message, version: str, name_of: NameOf) -> bytes:
     body = message.body
     if body and not has_length:
         lines.append(f"content-length:{len(body)}")
-    return "\n".join(lines).encode("utf-8") + b"\n\n" + body + b"\x00"
+    return b"".join(("\n".join(lines).encode("utf-8"), b"\n\n", body, b"\x00"))
 
 
 def _property_text(value: PropertyValue) -> str:

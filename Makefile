@@ -56,7 +56,7 @@ test: install system-deps lint typecheck
 # dovecote and ActiveMQ 5.17 side by side (short form, a few minutes); the Markdown table goes
 # to bench/RESULTS.md. `$(VENV)/bin/python bench/harness.py --full` runs the issue's sizes.
 bench: install system-deps
-	$(VENV)/bin/python bench/harness.py --out bench/RESULTS.md
+	$(VENV)/bin/python bench/harness.py --repeat 3 --out bench/RESULTS.md
 
 clean:
 	rm -rf $(TOOLS) $(VENV) .pytest_cache .mypy_cache .ruff_cache

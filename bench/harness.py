@@ -4,11 +4,11 @@ Markdown table with the ratio dovecote/ActiveMQ on every row (issue 7).
     .venv/bin/python bench/harness.py [--full] [--repeat N] [--out FILE] [--only NAME ...]
 
 ``make bench`` runs the short form three times over (a few minutes; each figure is from the
-median run); ``--full`` uses the issue's sizes (a 100k
-backlog, 1M messages for recovery). Both brokers run on loopback with equivalent stores:
-dovecote's journal and ActiveMQ's KahaDB, both syncing to disk before confirming a persistent
-send. The load comes from bench/loadgen.py (separate processes, raw pipelined STOMP) and, for
-the OpenWire rows, ActiveMQ's own producer and consumer tools (a JVM each, for both brokers).
+median run); ``--full`` uses the issue's sizes (a 100k backlog, 1M messages for recovery).
+Both brokers run on loopback with equivalent stores: dovecote's journal and ActiveMQ's
+KahaDB, both syncing to disk before confirming a persistent send. The load comes from
+bench/loadgen.py (separate processes, raw pipelined STOMP) and, for the OpenWire rows,
+ActiveMQ's own producer and consumer tools (a JVM each, for both brokers).
 
 For every ratio, higher is better for dovecote: throughput ratios are dovecote/ActiveMQ,
 latency, CPU, memory and time ratios are ActiveMQ/dovecote. The broker's CPU seconds and RSS

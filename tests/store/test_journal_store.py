@@ -22,6 +22,7 @@ from dovecote.store.api import (
     UpdateRedelivery,
 )
 from dovecote.store.journal import JournalPersistenceAdapter
+from dovecote.store.journal.adapter import SMALL_BATCH_OPS, _records
 
 
 @pytest.fixture
@@ -458,4 +459,24 @@ async def test_files_of_large_messages_are_removed_once_consumed(tmp_path: Path)
     await store.write([AddMessage(replace(msg(99), body=b"x" * 70_000))])
     assert not (tmp_path / "db-1.log").exists() and not (tmp_path / "db-2.log").exists()
     assert ids(store) == [msg(99).message_id]
+    await store.stop()
+
+
+def test_small_batches_of_a_group_share_a_record_large_ones_stand_alone() -> None:
+    small = [[RemoveMessage(Q, f"m{i}")] for i in range(3)]
+    large = [RemoveMessage(Q, f"big{i}") for i in range(SMALL_BATCH_OPS + 1)]
+    records = list(_records([small[0], small[1], large, small[2]]))
+    assert records == [small[0] + small[1], large, small[2]]
+
+
+async def test_concurrent_sync_sends_are_written_as_one_record(tmp_path: Path) -> None:
+    store = await open_store(tmp_path)
+    assert store._files is not None
+    start = store._files.head
+    await asyncio.gather(*(store.write([AddMessage(msg(i))]) for i in range(8)))
+    assert len(list(store._files.scan(start))) == 1
+    assert store.message_count(Q) == 8
+    await store.stop()
+    store = await open_store(tmp_path)
+    assert ids(store) == [msg(i).message_id for i in range(8)]
     await store.stop()

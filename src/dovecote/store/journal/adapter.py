@@ -16,7 +16,7 @@ import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -53,6 +53,8 @@ LOCK_POLL_S: Final = 0.5
 REPLAY_TXN_RECORDS: Final = 1000
 COMPACT_AFTER_FILES: Final = 3
 """Compaction waits until the journal has this many data files."""
+SMALL_BATCH_OPS: Final = 16
+"""Batches of at most this many operations share a journal record with their group's others."""
 INDEX_DELAY_S: Final = 0.002
 """How long written groups may wait for the index to catch up with them."""
 INDEX_DELAY_OPS: Final = 2048
@@ -64,6 +66,24 @@ INDEX_DELAY_MAX_BYTES: Final = 64 * 1024
 def _added(payload: bytes) -> dict[int, Message]:
     """The messages a journal record adds, by seq."""
     return {op.seq: op.message for op in decode_batch(payload) if isinstance(op, SequencedAdd)}
+
+
+def _records(batches: list[list[JournalOp]]) -> Iterator[list[JournalOp]]:
+    """A group's batches as journal records: the small ones (a sync send, a consumer's
+    removal) together in one record (one encoding, one checksum, one write; applied all or
+    nothing, as each of them was), a large one alone (a record is read back whole to page a
+    message in)."""
+    small: list[JournalOp] = []
+    for ops in batches:
+        if len(ops) > SMALL_BATCH_OPS:
+            if small:
+                yield small
+                small = []
+            yield ops
+        else:
+            small.extend(ops)
+    if small:
+        yield small
 
 
 def _with_counter(message: Message, counter: int) -> Message:
@@ -215,7 +235,7 @@ class JournalPersistenceAdapter:
         assert files is not None and index is not None
         written: list[tuple[Location, list[JournalOp]]] = []
         size = 0
-        for ops, _ in group:
+        for ops in _records([batch for batch, _ in group]):
             record = encode_batch(ops)
             size += len(record)
             written.append((files.append(record), ops))

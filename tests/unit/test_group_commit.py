@@ -4,6 +4,7 @@ left unwritten; and the log line of a write nobody awaits that fails."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 
 import pytest
@@ -112,3 +113,29 @@ async def test_failing_housekeeping_does_not_stop_the_writer(
     assert recorder.groups == [["first"], ["second"]]
     assert failures >= 1 and "housekeeping" in caplog.text
     await writer.stop()
+
+
+async def test_housekeeping_runs_between_groups_under_steady_load() -> None:
+    # Each group brings the next batch before it is done: the queue never empties, and the
+    # owner's work between groups (the journal index catching up) must not wait for a lull.
+    events: list[str] = []
+    writer: GroupWriter[str]
+
+    async def write_group(group: list[str]) -> None:
+        events.extend(group)
+        if len(events) < 8:
+            writer.submit(f"batch{len(events)}")
+        await asyncio.sleep(0)
+
+    async def after_group() -> None:
+        events.append("housekeeping")
+
+    writer = GroupWriter(write_group, after_group)
+    writer.start()
+    await writer.submit("batch0")
+    for _ in range(20):
+        await asyncio.sleep(0)
+    await writer.stop()
+    batches = [i for i, e in enumerate(events) if e.startswith("batch")]
+    assert len(batches) >= 4
+    assert all("housekeeping" in events[a:b] for a, b in itertools.pairwise(batches))

@@ -107,29 +107,41 @@ class GroupWriter(Generic[T]):
             if not (self._woken or self._closing):
                 await self._sleep()
             self._woken = False
-            while self._pending:
-                group, self._pending = self._pending, []
-                if self._lazy_timer is not None:
-                    self._lazy_timer.cancel()  # its batches are in this group
-                    self._lazy_timer = None
-                try:
-                    async with self._busy:
-                        await self._write_group([item for item, _ in group])
-                except Exception as exc:  # each writer learns of the failure
-                    log.exception("store write failed")
-                    for _, future in group:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                for _, future in group:
-                    if not future.done():
-                        future.set_result(None)
-            if self._after_group is not None and not self._closing:
-                try:
-                    async with self._busy:
-                        await self._after_group()
-                except Exception:  # housekeeping failed: writing goes on, the next try may do
-                    log.exception("store housekeeping after a write failed")
+            # After every group, not only once the queue is empty: under steady load it
+            # never is, and the owner's work between groups must still be done.
+            while True:
+                if self._pending:
+                    await self._write_pending()
+                if self._after_group is not None and not self._closing:
+                    await self._housekeeping()
+                if not self._pending:
+                    break
+
+    async def _write_pending(self) -> None:
+        group, self._pending = self._pending, []
+        if self._lazy_timer is not None:
+            self._lazy_timer.cancel()  # its batches are in this group
+            self._lazy_timer = None
+        try:
+            async with self._busy:
+                await self._write_group([item for item, _ in group])
+        except Exception as exc:  # each writer learns of the failure
+            log.exception("store write failed")
+            for _, future in group:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for _, future in group:
+            if not future.done():
+                future.set_result(None)
+
+    async def _housekeeping(self) -> None:
+        assert self._after_group is not None
+        try:
+            async with self._busy:
+                await self._after_group()
+        except Exception:  # housekeeping failed: writing goes on, the next try may do
+            log.exception("store housekeeping after a write failed")
 
     async def run_exclusive(self, fn: Callable[[], Awaitable[None]]) -> None:
         """Run ``fn`` between groups, never while one is being written."""

@@ -59,8 +59,6 @@ INDEX_DELAY_S: Final = 0.002
 """How long written groups may wait for the index to catch up with them."""
 INDEX_DELAY_OPS: Final = 2048
 """... or how many operations: past this many the writer applies them at once."""
-INDEX_DELAY_MAX_BYTES: Final = 64 * 1024
-"""A group larger than this is applied at once (see ``_write_group``)."""
 
 
 def _added(payload: bytes) -> dict[int, Message]:
@@ -233,12 +231,8 @@ class JournalPersistenceAdapter:
     async def _write_group(self, group: list[tuple[list[JournalOp], bool]]) -> None:
         files, index = self._files, self._index
         assert files is not None and index is not None
-        written: list[tuple[Location, list[JournalOp]]] = []
-        size = 0
-        for ops in _records([batch for batch, _ in group]):
-            record = encode_batch(ops)
-            size += len(record)
-            written.append((files.append(record), ops))
+        batches = [batch for batch, _ in group]
+        written = [(files.append(encode_batch(ops)), ops) for ops in _records(batches)]
         head = files.head
         # One fsync covers every batch of the group: this is the group commit. A group of
         # batches that asked for none (acks nobody waits for) is left to the next one.
@@ -249,13 +243,9 @@ class JournalPersistenceAdapter:
         self._unapplied.extend(written)
         self._unapplied_ops += sum(len(ops) for _, ops in written)
         self._unapplied_head = head
-        if size > INDEX_DELAY_MAX_BYTES:
-            # A large group holds large messages: applied now rather than kept alive for
-            # the index (measured with 100 KiB messages: deferred, peak RSS went from ~50 to
-            # ~700 MiB and throughput fell by a quarter; the index's share is small there).
-            self._catch_up()
-        elif self._catch_up_timer is None:
+        if self._catch_up_timer is None:
             loop = asyncio.get_running_loop()
+            # (Kept apart from the timer: uvloop's call_later(0) gives a handle without when().)
             self._catch_up_due = loop.time() + self.index_delay_s
             self._catch_up_timer = loop.call_later(self.index_delay_s, self._writer.wake)
 

@@ -59,6 +59,8 @@ INDEX_DELAY_S: Final = 0.002
 """How long written groups may wait for the index to catch up with them."""
 INDEX_DELAY_OPS: Final = 2048
 """... or how many operations: past this many the writer applies them at once."""
+INDEX_AT_ONCE_BYTES: Final = 64 * 1024
+"""A group whose records are larger than this is applied at once."""
 
 
 def _added(payload: bytes) -> dict[int, Message]:
@@ -231,8 +233,12 @@ class JournalPersistenceAdapter:
     async def _write_group(self, group: list[tuple[list[JournalOp], bool]]) -> None:
         files, index = self._files, self._index
         assert files is not None and index is not None
-        batches = [batch for batch, _ in group]
-        written = [(files.append(encode_batch(ops)), ops) for ops in _records(batches)]
+        written: list[tuple[Location, list[JournalOp]]] = []
+        size = 0
+        for ops in _records([batch for batch, _ in group]):
+            record = encode_batch(ops)
+            size += len(record)
+            written.append((files.append(record), ops))
         head = files.head
         # One fsync covers every batch of the group: this is the group commit. A group of
         # batches that asked for none (acks nobody waits for) is left to the next one.
@@ -243,7 +249,11 @@ class JournalPersistenceAdapter:
         self._unapplied.extend(written)
         self._unapplied_ops += sum(len(ops) for _, ops in written)
         self._unapplied_head = head
-        if self._catch_up_timer is None:
+        if size > INDEX_AT_ONCE_BYTES:
+            # Mostly message bodies: little index work beside its fsync, and deferred it
+            # costs more than it saves (measured with 100 KiB messages: 8% slower).
+            self._catch_up()
+        elif self._catch_up_timer is None:
             loop = asyncio.get_running_loop()
             # (Kept apart from the timer: uvloop's call_later(0) gives a handle without when().)
             self._catch_up_due = loop.time() + self.index_delay_s

@@ -244,8 +244,8 @@ class JournalPersistenceAdapter:
         # batches that asked for none (acks nobody waits for) is left to the next one.
         await files.sync(self.disk_syncs and any(sync for _, sync in group))
         # The index is a view the journal can rebuild: it is not brought up to date before
-        # the writers wake (their receipts need only the fsync) but a moment later, in idle
-        # time and for several groups in one transaction. A crash before that replays them.
+        # the writers wake (their receipts need only the fsync) but a moment later, between
+        # groups, for several groups in one transaction. A crash before that replays them.
         self._unapplied.extend(written)
         self._unapplied_ops += sum(len(ops) for _, ops in written)
         self._unapplied_head = head

@@ -121,6 +121,8 @@ class JournalPersistenceAdapter:
         self._unapplied_head: Location | None = None
         self._catch_up_timer: asyncio.TimerHandle | asyncio.Handle | None = None
         self._catch_up_due = 0.0
+        self._index_changed = True
+        """The index moved since the last checkpoint (live counts change only then)."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -277,6 +279,7 @@ class JournalPersistenceAdapter:
         self._unapplied.clear()
         self._unapplied_ops = 0
         self._unapplied_head = None
+        self._index_changed = True
 
     async def _after_group(self) -> None:
         if self._unapplied_head is not None:
@@ -285,7 +288,10 @@ class JournalPersistenceAdapter:
                 return  # not yet: the timer wakes the writer
             self._catch_up()
         # Whoever brought the index up to date (this, a large group, a read), the files it
-        # shows dead go now.
+        # shows dead go now; while it has not moved, the answer would be the same.
+        if not self._index_changed:
+            return
+        self._index_changed = False
         self.checkpoint()
         moves = self._compaction_ops()
         if moves:
@@ -294,6 +300,7 @@ class JournalPersistenceAdapter:
             await self._write_group([(moves, True)])
             self._catch_up()
             self.checkpoint()
+            self._index_changed = False
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -95,6 +96,10 @@ async def _serve(broker_app: BrokerApp) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await broker_app.start()
+    # What start-up made (modules, config, the store's index) lives as long as the process:
+    # out of the collector's sight, every full collection under load no longer walks it
+    # (measured: 3-4% of the broker's CPU with a topic fan-out).
+    gc.freeze()
     # A line tests and scripts can wait for.
     listeners = []
     if broker_app.stomp is not None:

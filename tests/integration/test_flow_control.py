@@ -252,3 +252,48 @@ def test_an_auto_ack_subscriber_that_does_not_read_holds_the_dispatch_back(
         )
         got = [reader.read() for _ in range(total)]
         assert [m.body[:5] for m in got] == [f"{i:05d}".encode() for i in range(total)]
+
+
+def test_a_topic_message_weighs_on_memory_once_per_subscriber_until_each_has_it(
+    tmp_path: Path,
+) -> None:
+    """Each subscriber's copy of a non-persistent topic message is counted in memory while
+    it waits or is unacknowledged (the copies are charged together) and given back as each
+    is acked: with three subscribers, three times the bodies, and nothing once all ack."""
+    count = 20
+    with running_broker("", workdir=tmp_path) as broker:
+        url = f"http://127.0.0.1:{broker.console_port}/api/broker"
+
+        def memory_usage() -> int:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return int(json.loads(response.read())["memoryUsage"])
+
+        subscribers = []
+        for n in range(3):
+            link = Link(broker.stomp_port)
+            headers = (("destination", "/topic/weigh"), ("id", str(n)), ("receipt", "s"))
+            link.send(Frame("SUBSCRIBE", (*headers, ("ack", "client-individual"))))
+            assert link.read().command == "RECEIPT"
+            subscribers.append(link)
+        producer = Link(broker.stomp_port)
+        for i in range(count):
+            assert send(producer, "/topic/weigh", BODY, f"r{i}").command == "RECEIPT"
+        held = memory_usage()
+        assert 3 * count * len(BODY) <= held < 3 * count * (len(BODY) + 1024)
+        first = subscribers[0]
+        for _ in range(count):
+            frame = first.read()
+            first.send(Frame("ACK", (("id", frame.get("ack") or ""),)))
+        deadline = time.monotonic() + 10
+        while memory_usage() > held * 2 // 3:
+            assert time.monotonic() < deadline, "the first subscriber's acks gave nothing back"
+            time.sleep(0.02)
+        assert memory_usage() == held * 2 // 3
+        for link in subscribers[1:]:
+            for _ in range(count):
+                frame = link.read()
+                link.send(Frame("ACK", (("id", frame.get("ack") or ""),)))
+        while memory_usage() > 0:
+            assert time.monotonic() < deadline, "memory was not given back"
+            time.sleep(0.02)
+        assert memory_usage() == 0

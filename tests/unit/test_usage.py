@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from dovecote.broker.usage import Usage
+from dovecote.broker.consumer import Entry, release_all
+from dovecote.broker.usage import TempStore, Usage
+from dovecote.core.destinations import parse_destination
+from dovecote.core.message import Message
+
+QUEUE = parse_destination("queue://q")
 
 
 @pytest.mark.parametrize(
@@ -25,3 +32,46 @@ def test_room_below_a_mark_is_the_least_along_the_chain(
     broker.charge(parent_used - used)  # the parent's own share beyond the child's
     destination.charge(used)
     assert destination.room_below(0.7) == room
+
+
+def test_release_all_gives_back_each_entry_once_to_the_usages_it_was_charged_to(
+    tmp_path: Path,
+) -> None:
+    """release_all gives back runs of entries in one amount; mixed runs, a spilled entry and
+    an entry already released must still come out exact."""
+    wakes: list[str] = []
+    broker = Usage("broker", 0, on_release=lambda: wakes.append("woken"))
+    queue_a = Usage("a", 0, parent=broker)
+    queue_b = Usage("b", 0, parent=broker)
+    temp = Usage("temp", 0, on_release=lambda: None)
+    spill = TempStore(tmp_path / "tmp")
+
+    def entry(usages: tuple[Usage, ...], size: int, spilled: bool = False) -> Entry:
+        e = Entry(Message(message_id=f"ID:{size}", destination=QUEUE, body=b"x" * size), 0)
+        e.charged = usages
+        for usage in usages:
+            usage.charge(e.size)
+        if spilled:
+            e.spill = (spill, spill.put(b"body"))
+        return e
+
+    entries = [
+        entry((queue_a,), 10),
+        entry((queue_a,), 20),
+        entry((queue_b,), 30),
+        entry((temp,), 40, spilled=True),
+        entry((queue_a,), 50),
+    ]
+    gone = entry((queue_b,), 60)
+    gone.release()
+    assert (queue_a.used, queue_b.used, temp.used) == (
+        sum(e.size for e in entries if e.charged == (queue_a,)),
+        entries[2].size,
+        entries[3].size,
+    )
+    release_all([*entries, gone])
+    assert (broker.used, queue_a.used, queue_b.used, temp.used) == (0, 0, 0, 0)
+    assert all(e.charged == () and e.spill is None for e in entries)
+    assert wakes  # blocked producers hear of the room
+    release_all(entries)  # twice: nothing more is given back
+    assert (broker.used, queue_a.used, queue_b.used, temp.used) == (0, 0, 0, 0)

@@ -73,8 +73,24 @@ class Entry:
 
 
 def release_all(entries: Iterable[Entry]) -> None:
+    """``release`` each entry; the entries counted in the same usages one after another
+    (a dispatch pass's, mostly) are given back in one amount: this runs for every message
+    settled, and each release walks the usage's parents and wakes blocked producers."""
+    run: tuple[Usage, ...] = ()
+    amount = 0
     for entry in entries:
-        entry.release()
+        charged = entry.charged
+        if entry.spill is not None or not charged:
+            entry.release()
+            continue
+        if charged != run:
+            for usage in run:
+                usage.release(amount)
+            run, amount = charged, 0
+        amount += entry.size
+        entry.charged = ()
+    for usage in run:
+        usage.release(amount)
 
 
 class Consumer:
@@ -115,7 +131,10 @@ class Consumer:
             self.inflight[entry.message_id] = entry
         if self.pulls:
             self.pulls -= 1
-        self.sink(MessageDispatch(self.info.consumer_id, entry.full_message(), entry.seq))
+        message = entry.message
+        if entry.spill is not None or entry.redelivery_counter != message.redelivery_counter:
+            message = entry.full_message()
+        self.sink(MessageDispatch(self.info.consumer_id, message, entry.seq))
         return auto
 
     def acked_entries(self, ack: MessageAck) -> list[Entry]:

@@ -291,6 +291,20 @@ class Regions:
         for usage in entry.charged:
             usage.charge(entry.size)
 
+    def _charge_copies(self, message: Message, entries: list[Entry]) -> None:
+        """``_charge`` the entries of one topic message (one per subscription): in the
+        common case, a non-persistent message while memory has room, all in one amount
+        (this runs once per delivery of a fan-out)."""
+        memory = self.memory_usage(message.destination)
+        if message.persistent or memory.full:
+            for entry in entries:
+                self._charge(entry)
+            return
+        charged = (memory,)
+        for entry in entries:
+            entry.charged = charged
+        memory.charge(message.size * len(entries))
+
     async def route(self, messages: Iterable[Message], extra_ops: Iterable[StoreOp] = ()) -> None:
         """Store (persistent ones, in one batch) and then deliver messages to destinations."""
         ops: list[StoreOp] = list(extra_ops)
@@ -339,9 +353,9 @@ class Regions:
                 self._charge(queue.enqueue(message))
         touched: dict[int, TopicSubscription] = {}
         for message, subs in to_topics:
-            for sub in subs:
-                entry = Entry(message, next(self._topic_seq))
-                self._charge(entry)
+            entries = [Entry(message, next(self._topic_seq)) for _ in subs]
+            self._charge_copies(message, entries)
+            for sub, entry in zip(subs, entries, strict=True):
                 dropped = sub.offer(entry)
                 if dropped is not None:
                     dropped.release()
@@ -396,8 +410,13 @@ class Regions:
             if isinstance(origin, Queue):
                 origin.stats.dequeued += len(done.settled)
             else:
+                # Counted per run of one destination (a subscription's entries mostly are).
+                run: Destination | None = None
+                stats = None
                 for entry in done.settled:
-                    stats = self.topic_counters(entry.message.destination)
+                    destination = entry.message.destination
+                    if destination is not run or stats is None:
+                        run, stats = destination, self.topic_counters(destination)
                     stats.dispatched += 1
                     stats.dequeued += 1
             release_all(done.settled)

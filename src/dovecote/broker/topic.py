@@ -60,12 +60,14 @@ class TopicSubscription:
         if consumer is None:
             return result
         pending = self.pending
+        expired, settled, deliver = result.expired, result.settled, consumer.deliver
         while pending and consumer.room > 0:
             entry = pending.popleft()
-            if entry.message.is_expired(now_ms):
-                result.expired.append(entry)
-            elif consumer.deliver(entry):
-                result.settled.append(entry)
+            expiration = entry.message.expiration  # (Message.is_expired, inline: per delivery)
+            if expiration > 0 and now_ms >= expiration:
+                expired.append(entry)
+            elif deliver(entry):
+                settled.append(entry)
         return result
 
     def detach(self) -> list[Entry]:

@@ -233,9 +233,9 @@ class StompConnection:
             self.broker.written(self.connection_id)
 
     def _on_dispatch(self, dispatch: MessageDispatch) -> None:
-        data = self.converter.encode_dispatch(dispatch)
-        if data is not None:
-            self.out.write(data)
+        parts = self.converter.dispatch_parts(dispatch)
+        if parts is not None:
+            self.out.write_parts(parts)
 
     def _write(self, frame: Frame) -> None:
         self.out.write(encode_frame(frame, self.converter.version))

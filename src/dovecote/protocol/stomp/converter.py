@@ -474,17 +474,22 @@ class StompConverter:
         )
 
     def encode_dispatch(self, dispatch: MessageDispatch) -> bytes | None:
-        """``on_dispatch`` as bytes, written straight from the message for STOMP 1.1 and
-        1.2 (no Frame, no header tuples: this runs once per message delivered). A topic
-        message goes to many subscribers, whose MESSAGE frames differ only in the first
-        header (the subscription id): the rest is encoded once and kept for the next
-        subscriber of the same message (shared by the connections; the event loop is
-        single-threaded)."""
+        """``on_dispatch`` as bytes (``dispatch_parts`` joined)."""
+        parts = self.dispatch_parts(dispatch)
+        return None if parts is None else b"".join(parts)
+
+    def dispatch_parts(self, dispatch: MessageDispatch) -> tuple[bytes, ...] | None:
+        """``on_dispatch`` as bytes to write one after another, written straight from the
+        message for STOMP 1.1 and 1.2 (no Frame, no header tuples, the body not copied:
+        this runs once per message delivered). A topic message goes to many subscribers,
+        whose MESSAGE frames differ only in the first header (the subscription id): the
+        rest is encoded once and kept for the next subscriber of the same message (shared
+        by the connections; the event loop is single-threaded)."""
         message = dispatch.message
         if message is None or self.version == "1.0":
             # Browse ends, and STOMP 1.0's unescaped headers: the general path.
             frame = self.on_dispatch(dispatch)
-            return None if frame is None else encode_frame(frame, self.version)
+            return None if frame is None else (encode_frame(frame, self.version),)
         sub = self._subs_by_consumer.get(dispatch.consumer_id)
         if sub is None:
             return None  # the client unsubscribed while this was on its way
@@ -494,14 +499,14 @@ class StompConverter:
         if not head:
             head = sub.head = self._head(sub.id)
         if not message.destination.is_topic:
-            return head + message_tail(message, self.version, self.stomp_destination)
+            return (head, *message_tail(message, self.version, self.stomp_destination))
         tail = tail_cache.get(message, self.version)
         if tail is None:
             tail = message_tail(message, self.version, self.stomp_destination)
             if not has_temporary(message):
                 # (Temporary destinations are named per connection: nothing to share.)
                 tail_cache.put(message, self.version, tail)
-        return head + tail
+        return (head, *tail)
 
     def _head(self, sub_id: str) -> bytes:
         return b"MESSAGE\nsubscription:" + self._escaped(sub_id) + b"\n"

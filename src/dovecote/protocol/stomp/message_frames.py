@@ -47,7 +47,13 @@ def message_headers(
         yield key, text
 
 
-def message_tail(message: Message, version: str, name_of: NameOf) -> bytes:
+Tail = tuple[bytes, bytes, bytes]
+"""A MESSAGE frame after its subscription header, in parts: the other headers and the blank
+line, the body, the NUL. Joined only where the connection's writes are (the body is copied
+once, into the socket buffer's bytes)."""
+
+
+def message_tail(message: Message, version: str, name_of: NameOf) -> Tail:
     """A MESSAGE frame after its subscription header, as ``message_headers`` and
     ``encode_frame`` would write it for STOMP 1.1 or 1.2 (written straight from the message:
     no Frame, no header tuples, as this runs once per message delivered)."""
@@ -85,7 +91,8 @@ def message_tail(message: Message, version: str, name_of: NameOf) -> bytes:
     body = message.body
     if body and not has_length:
         lines.append(f"content-length:{len(body)}")
-    return b"".join(("\n".join(lines).encode("utf-8"), b"\n\n", body, b"\x00"))
+    lines.append("\n")
+    return "\n".join(lines).encode("utf-8"), body, b"\x00"
 
 
 def _property_text(value: PropertyValue) -> str:
@@ -108,21 +115,21 @@ class TailCache:
 
     def __init__(self) -> None:
         # By id(): messages hash by value. The message is kept to know the id is its own.
-        self._tails: dict[int, tuple[Message, str, bytes]] = {}
+        self._tails: dict[int, tuple[Message, str, Tail]] = {}
         self._bytes = 0
 
-    def get(self, message: Message, version: str) -> bytes | None:
+    def get(self, message: Message, version: str) -> Tail | None:
         found = self._tails.get(id(message))
         if found is not None and found[0] is message and found[1] == version:
             return found[2]
         return None
 
-    def put(self, message: Message, version: str, tail: bytes) -> None:
+    def put(self, message: Message, version: str, tail: Tail) -> None:
         if len(self._tails) >= self.SIZE or self._bytes > self.MAX_BYTES:
             self._tails.clear()
             self._bytes = 0
         self._tails[id(message)] = (message, version, tail)
-        self._bytes += len(tail) + len(message.body)
+        self._bytes += len(tail[0]) + len(message.body)
 
 
 tail_cache = TailCache()

@@ -306,13 +306,18 @@ class Broker:
         the two halves in order for each send and may run several second halves at once;
         group commit then shares one fsync among them, and their enqueue order is the
         order of their writes."""
+        if not self.admit_send_now(connection_id, command):
+            await self.regions.admit(command.message)
+
+    def admit_send_now(self, connection_id: ConnectionId, command: SendMessage) -> bool:
+        """``admit_send`` when nothing need wait (as for nearly every send): True once the
+        send is admitted; False when the caller must await ``admit_send`` instead."""
         if connection_id not in self._connections:
             raise BrokerError(f"connection {connection_id} is not open")
         message = command.message
         for destination in message.destination.components():
             self._check_usable(destination)
-        if command.flow_control:
-            await self.regions.admit(message)
+        return not command.flow_control or self.regions.admits_now(message)
 
     def has_headroom(self, message: Message, margin: int) -> bool:
         """True when every usage ``message`` weighs on has ``margin`` bytes to spare: a

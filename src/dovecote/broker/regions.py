@@ -83,6 +83,7 @@ class Regions:
         )
         self.temp = TempStore(settings.temp_directory)
         self._memory: dict[Destination, Usage] = {}
+        self._flow_control_of: dict[Destination, bool] = {}  # (policies are fixed at start)
         self.queues: dict[Destination, Queue] = {}
         self.topic_subs: dict[Destination, list[TopicSubscription]] = {}
         self.wildcard_subs: list[TopicSubscription] = []
@@ -254,14 +255,32 @@ class Regions:
         """Producer flow control (SPEC S4): wait (or fail) while a usage the message would
         weigh on is full."""
         for destination in message.destination.components():
-            what = str(destination)
-            if message.persistent:
-                await self.usage.wait_for(self.usage.store, what)
-            flow_control = self.settings.policies.for_destination(destination).producer_flow_control
-            if message.persistent or flow_control:
-                await self.usage.wait_for(self.memory_usage(destination), what)
-            else:
-                await self.usage.wait_for(self.usage.temp, what)
+            for usage in self._limits(message, destination):
+                await self.usage.wait_for(usage, str(destination))
+
+    def admits_now(self, message: Message) -> bool:
+        """True when ``admit`` would neither wait nor fail (every send checks: no await)."""
+        for destination in message.destination.components():
+            for usage in self._limits(message, destination):
+                if usage.full:
+                    return False
+        return True
+
+    def _limits(self, message: Message, destination: Destination) -> tuple[Usage, ...]:
+        """The usages that hold back a send of ``message`` to ``destination``."""
+        memory = self.memory_usage(destination)
+        if message.persistent:
+            return (self.usage.store, memory)
+        if self._flow_control(destination):
+            return (memory,)
+        return (self.usage.temp,)
+
+    def _flow_control(self, destination: Destination) -> bool:
+        flow_control = self._flow_control_of.get(destination)
+        if flow_control is None:
+            policy = self.settings.policies.for_destination(destination)
+            flow_control = self._flow_control_of[destination] = policy.producer_flow_control
+        return flow_control
 
     def _charge(self, entry: Entry) -> None:
         """Count a new entry in the usages it weighs on; a non-persistent one that finds

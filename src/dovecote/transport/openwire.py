@@ -20,6 +20,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
+from typing import Final
 
 from dovecote.broker.broker import Broker
 from dovecote.core.commands import MessageAck, MessageDispatch, SendMessage
@@ -138,7 +139,34 @@ class OpenWireConnection:
                         break
                     assert isinstance(frame, bytes)
                     structure = self.marshaller.parse_body(frame)
-                    if not await self._handle(structure):
+                    if structure.type in _NOT_COMMANDS or not self._negotiated:
+                        if not await self._handle(structure):
+                            return
+                        continue
+                    request = self.converter.on_structure(structure)
+                    # The common cases inline (no coroutine per frame): an ack or a send
+                    # nobody waits for, with room for the send.
+                    ack = _async_ack(request)
+                    if ack is not None:
+                        # Settled with the others read in the same chunk, and the room
+                        # they make filled by one dispatch.
+                        if self._batch.sends:
+                            await self._route_batch()
+                        self._acks.append(ack)
+                        if len(self._acks) >= MAX_BATCHED_SENDS:
+                            await self._settle_acks()
+                        continue
+                    send = _async_send(request)
+                    if (
+                        send is not None
+                        and not self._acks
+                        and self._batch.fits(self.broker, send)
+                        and self.broker.admit_send_now(self.converter.connection_id, send)
+                    ):
+                        if self._batch.add(send):
+                            await self._route_batch()
+                        continue
+                    if not await self._handle_request(request):
                         return
                 except ProtocolError as exc:
                     log.info("OpenWire connection %s: %s", self.converter.connection_id, exc)
@@ -172,16 +200,11 @@ class OpenWireConnection:
             raise ProtocolError("the first OpenWire frame must be a WireFormatInfo")
         if structure.type == KEEP_ALIVE_INFO and not structure["responseRequired"]:
             return True
-        request = self.converter.on_structure(structure)
-        ack = _async_ack(request)
-        if ack is not None:
-            # An ack nobody waits for: settled with the others read in the same chunk, and
-            # the room they make filled by one dispatch.
-            await self._route_batch()
-            self._acks.append(ack)
-            if len(self._acks) >= MAX_BATCHED_SENDS:
-                await self._settle_acks()
-            return True
+        return await self._handle_request(self.converter.on_structure(structure))
+
+    async def _handle_request(self, request: OpenWireRequest) -> bool:
+        """Run a client command's request (the read loop takes plain acks and sends
+        itself); False when the connection should now close."""
         await self._settle_acks()
         send = _async_send(request)
         if send is not None:
@@ -190,7 +213,8 @@ class OpenWireConnection:
             # that each destination is dispatched once for all of them.
             if not self._batch.fits(self.broker, send):
                 await self._route_batch()  # its sends are charged before this one is let in
-            await self.broker.admit_send(self.converter.connection_id, send)
+            if not self.broker.admit_send_now(self.converter.connection_id, send):
+                await self.broker.admit_send(self.converter.connection_id, send)
             if self._batch.add(send):
                 await self._route_batch()
             return True
@@ -273,6 +297,10 @@ class OpenWireConnection:
                 self.writer.close()
                 return
             await asyncio.sleep(interval - silent)
+
+
+_NOT_COMMANDS: Final = frozenset((WIRE_FORMAT_INFO, KEEP_ALIVE_INFO))
+"""Read by the transport itself, not the converter."""
 
 
 def _async_send(request: OpenWireRequest) -> SendMessage | None:

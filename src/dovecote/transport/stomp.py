@@ -138,7 +138,19 @@ class StompConnection:
                         continue
                     assert isinstance(event, Frame)
                     frame = event
-                    if not await self._handle(frame):
+                    request = self.converter.on_frame(frame)
+                    # The common case inline (no coroutine per frame): a send nobody waits
+                    # for, with room for it.
+                    send = self._receiptless_send(request)
+                    if (
+                        send is not None
+                        and self._batch.fits(self.broker, send, self._pipelined_bytes)
+                        and self.broker.admit_send_now(self.connection_id, send)
+                    ):
+                        if self._batch.add(send):
+                            await self._route_batch()
+                        continue
+                    if not await self._handle(request):
                         return
                 await self._route_batch()
             except (ProtocolError, BrokerError, DovecoteError) as exc:
@@ -146,9 +158,8 @@ class StompConnection:
                 return
             await self.out.drain()
 
-    async def _handle(self, frame: Frame) -> bool:
-        """Run one frame; False when the connection should now close."""
-        request = self.converter.on_frame(frame)
+    async def _handle(self, request: StompRequest) -> bool:
+        """Run one frame's request; False when the connection should now close."""
         send = self._receiptless_send(request)
         if send is not None:
             # A SEND nobody waits for: admitted now, and routed with the others read in the
@@ -159,7 +170,8 @@ class StompConnection:
             if not self._batch.fits(self.broker, send, self._pipelined_bytes):
                 await self._route_batch()
                 await self._settle_pipelined(0)
-            await self.broker.admit_send(self.connection_id, send)
+            if not self.broker.admit_send_now(self.connection_id, send):
+                await self.broker.admit_send(self.connection_id, send)
             if self._batch.add(send):
                 await self._route_batch()
             return True

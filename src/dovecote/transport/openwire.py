@@ -34,7 +34,9 @@ from dovecote.protocol.openwire import (
     broker_wire_format,
     negotiate,
 )
+from dovecote.protocol.openwire.ack_frames import AckFrames
 from dovecote.protocol.openwire.converter import OpenWireConverter, OpenWireRequest
+from dovecote.protocol.openwire.dispatch_frames import DispatchFrames
 from dovecote.protocol.openwire.schema import KEEP_ALIVE_INFO, WIRE_FORMAT_INFO
 from dovecote.transport.listener import (
     MAX_BATCHED_SENDS,
@@ -89,6 +91,8 @@ class OpenWireConnection:
         self.converter = OpenWireConverter(
             broker.ids.next_connection_id(), broker.settings.broker_name
         )
+        self.dispatch_frames = DispatchFrames(self.converter, self.marshaller)
+        self.ack_frames = AckFrames(self.converter)
         self.our_format = broker_wire_format(
             settings.max_inactivity_ms, settings.max_inactivity_initial_delay_ms,
             settings.max_frame_size,
@@ -138,15 +142,21 @@ class OpenWireConnection:
                     if frame is NEED_DATA:
                         break
                     assert isinstance(frame, bytes)
-                    structure = self.marshaller.parse_body(frame)
-                    if structure.type in _NOT_COMMANDS or not self._negotiated:
-                        if not await self._handle(structure):
-                            return
-                        continue
-                    request = self.converter.on_structure(structure)
                     # The common cases inline (no coroutine per frame): an ack or a send
-                    # nobody waits for, with room for the send.
-                    ack = _async_ack(request)
+                    # nobody waits for, with room for the send. A plain ack is read
+                    # straight from its bytes.
+                    request: OpenWireRequest | None = None
+                    ack = None
+                    if self._negotiated:
+                        ack = self.ack_frames.read(frame, self.marshaller.version)
+                    if ack is None:
+                        structure = self.marshaller.parse_body(frame)
+                        if structure.type in _NOT_COMMANDS or not self._negotiated:
+                            if not await self._handle(structure):
+                                return
+                            continue
+                        request = self.converter.on_structure(structure)
+                        ack = _async_ack(request)
                     if ack is not None:
                         # Settled with the others read in the same chunk, and the room
                         # they make filled by one dispatch.
@@ -156,6 +166,7 @@ class OpenWireConnection:
                         if len(self._acks) >= MAX_BATCHED_SENDS:
                             await self._settle_acks()
                         continue
+                    assert request is not None
                     send = _async_send(request)
                     if (
                         send is not None
@@ -267,7 +278,7 @@ class OpenWireConnection:
         self._write(request.producer_ack)
 
     def _on_dispatch(self, dispatch: MessageDispatch) -> None:
-        self._write(self.converter.on_dispatch(dispatch))
+        self.out.write(self.dispatch_frames.frame(dispatch))
 
     def _write(self, structure: Structure) -> None:
         self.out.write(self.marshaller.frame(structure))

@@ -110,14 +110,14 @@ def layouts(version: int) -> Layouts:
     # Ids and destinations: every message and ack carries several, mostly the same few
     # (its producer, its consumer, its destination). Each is read and written once and then
     # found by its bytes or its fields; the cache starts again when it grows too big.
-    value_tails = _value_tails(version)
+    tails = value_tails(version)
     values_read: dict[bytes, Structure] = {}
     values_written: dict[tuple[Any, ...], bytes] = {}
 
     # Helpers the generated code calls for the less common field kinds.
     def nested(data: bytes, pos: int, depth: int, st: bool) -> tuple[Structure, int]:
         code = data[pos]
-        tail = value_tails.get(code)
+        tail = tails.get(code)
         if tail is not None and data[pos + 1]:
             (n,) = _UH.unpack_from(data, pos + 2)
             end = pos + 4 + n + tail
@@ -155,7 +155,7 @@ def layouts(version: int) -> Layouts:
         return items, pos
 
     def write_nested(out: bytearray, value: Structure, st: bool) -> None:
-        if value.type in value_tails:
+        if value.type in tails:
             key = (value.type, *value.fields.items())
             raw = values_written.get(key)
             if raw is None:
@@ -217,7 +217,7 @@ def layouts(version: int) -> Layouts:
 _VALUE_CACHE_SIZE: Final = 4096
 
 
-def _value_tails(version: int) -> dict[int, int]:
+def value_tails(version: int) -> dict[int, int]:
     """The structures that are values (ids, destinations): a string and then only numbers.
     For each, the size of the numbers after the string, which with the string's length
     gives where it ends before reading it."""

@@ -77,7 +77,7 @@ _BODY_TYPES: Final = {
     t.TEXT_MESSAGE: BodyType.TEXT,
     t.BLOB_MESSAGE: BodyType.BYTES,
 }
-_MESSAGE_CODES: Final = {
+MESSAGE_CODES: Final = {
     BodyType.MESSAGE: t.MESSAGE,
     BodyType.BYTES: t.BYTES_MESSAGE,
     BodyType.MAP: t.MAP_MESSAGE,
@@ -149,14 +149,14 @@ def message_id_structure(text: str, broker_sequence: int = 0) -> Structure:
     fields: dict[str, Any] = {"textView": text, "brokerSequenceId": broker_sequence}
     producer_text, _, sequence = text.rpartition(":")
     if sequence.lstrip("-").isdigit():
-        producer = _producer_structure(producer_text)
+        producer = producer_structure(producer_text)
         if producer is not None:
             fields["producerId"] = producer
             fields["producerSequenceId"] = int(sequence)
     return Structure(t.MESSAGE_ID, fields)
 
 
-def _producer_structure(text: str) -> Structure | None:
+def producer_structure(text: str) -> Structure | None:
     """The ProducerId structure of ``<connection>:<session>:<value>``, or None when the text
     is not one. A producer sends many messages: its structure is built once and shared."""
     if text in _PRODUCER_STRUCTURES:
@@ -175,12 +175,28 @@ def _producer_structure(text: str) -> Structure | None:
 _PRODUCER_STRUCTURES: dict[str, Structure | None] = {}
 
 
+def consumer_structure(consumer_id: ConsumerId) -> Structure:
+    """A ConsumerId structure for an id the client did not name itself."""
+    return Structure(t.CONSUMER_ID, {"connectionId": str(consumer_id.connection_id),
+                                     "sessionId": consumer_id.session_id.value,
+                                     "value": consumer_id.value})  # fmt: skip
+
+
+def message_content(m: Message) -> bytes | None:
+    """A message's body as OpenWire's content field carries it (None: no content)."""
+    if m.body_type is BodyType.TEXT:
+        return encode_text_body(m.body.decode("utf-8", "replace"))
+    if m.body_type is BodyType.MESSAGE:
+        return None
+    return m.body or None
+
+
 class OpenWireConverter:
     def __init__(self, connection_id: ConnectionId, broker_name: str) -> None:
         self.connection_id = connection_id
         self._connection_text = str(connection_id)
         self.broker_name = broker_name
-        self._consumers: dict[ConsumerId, Structure] = {}
+        self.consumer_structures: dict[ConsumerId, Structure] = {}
         self._producer_windows: dict[str, int] = {}
         self._command_ids = itertools.count(1)
         self._client_ids: dict[tuple[Any, ...], tuple[ConsumerId | ProducerId, str]] = {}
@@ -194,7 +210,7 @@ class OpenWireConverter:
     def _session(self, s: Structure) -> SessionId:
         return SessionId(ConnectionId(s["connectionId"]), s["value"])
 
-    def _consumer(self, s: Structure | None) -> ConsumerId:
+    def consumer_id_of(self, s: Structure | None) -> ConsumerId:
         if s is None:
             raise RemoteProtocolError("a consumer id is missing")
         return cast(ConsumerId, self._client_id(s, ConsumerId)[0])
@@ -262,11 +278,11 @@ class OpenWireConverter:
         return OpenWireRequest((SessionInfo(self._session(s["sessionId"])),))
 
     def _consumer_info(self, s: Structure) -> OpenWireRequest:
-        consumer_id = self._consumer(s["consumerId"])
+        consumer_id = self.consumer_id_of(s["consumerId"])
         destination = destination_of(s["destination"])
         if destination is None:
             raise InvalidDestinationError("a consumer needs a destination")
-        self._consumers[consumer_id] = s["consumerId"]
+        self.consumer_structures[consumer_id] = s["consumerId"]
         info = ConsumerInfo(
             consumer_id=consumer_id,
             destination=destination,
@@ -327,8 +343,8 @@ class OpenWireConverter:
             case t.SESSION_ID:
                 return OpenWireRequest((RemoveInfo(self._session(obj)),))
             case t.CONSUMER_ID:
-                consumer_id = self._consumer(obj)
-                self._consumers.pop(consumer_id, None)
+                consumer_id = self.consumer_id_of(obj)
+                self.consumer_structures.pop(consumer_id, None)
                 last = s.get("lastDeliveredSequenceId", -1)
                 return OpenWireRequest((RemoveInfo(consumer_id, last),))
             case t.PRODUCER_ID:
@@ -338,13 +354,15 @@ class OpenWireConverter:
         raise RemoteProtocolError(f"RemoveInfo of an OpenWire type {obj.type}")
 
     def _pull(self, s: Structure) -> OpenWireRequest:
-        return OpenWireRequest((MessagePull(self._consumer(s["consumerId"]), s.get("timeout", 0)),))
+        return OpenWireRequest(
+            (MessagePull(self.consumer_id_of(s["consumerId"]), s.get("timeout", 0)),)
+        )
 
     def _ack(self, s: Structure) -> OpenWireRequest:
         first = s["firstMessageId"]
         cause = s["poisonCause"]
         ack = MessageAck(
-            consumer_id=self._consumer(s["consumerId"]),
+            consumer_id=self.consumer_id_of(s["consumerId"]),
             ack_type=AckType(s["ackType"]),
             last_message_id=message_id_text(s["lastMessageId"]),
             first_message_id=message_id_text(first) if first is not None else None,
@@ -417,12 +435,7 @@ class OpenWireConverter:
         )
 
     def from_message(self, m: Message, sequence: int = 0) -> Structure:
-        body = m.body
-        content: bytes | None = body or None
-        if m.body_type is BodyType.TEXT:
-            content = encode_text_body(body.decode("utf-8", "replace"))
-        elif m.body_type is BodyType.MESSAGE:
-            content = None
+        content = message_content(m)
         message_id = message_id_structure(m.message_id, sequence)
         fields: dict[str, Any] = {
             "commandId": 0,
@@ -451,17 +464,14 @@ class OpenWireConverter:
                 "destination": destination_structure(info.destination),
                 "operationType": 0 if info.add else 1,
             })  # fmt: skip
-        return Structure(_MESSAGE_CODES[m.body_type], fields)
+        return Structure(MESSAGE_CODES[m.body_type], fields)
 
     # -- broker to client ------------------------------------------------------------------
 
     def on_dispatch(self, dispatch: MessageDispatch) -> Structure:
-        consumer = self._consumers.get(dispatch.consumer_id) or Structure(
-            t.CONSUMER_ID,
-            {"connectionId": str(dispatch.consumer_id.connection_id),
-             "sessionId": dispatch.consumer_id.session_id.value,
-             "value": dispatch.consumer_id.value},
-        )  # fmt: skip
+        consumer = self.consumer_structures.get(dispatch.consumer_id) or consumer_structure(
+            dispatch.consumer_id
+        )
         message = dispatch.message
         fields: dict[str, Any] = {"commandId": 0, "consumerId": consumer}
         if message is not None:

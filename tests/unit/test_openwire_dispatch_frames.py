@@ -1,0 +1,115 @@
+"""The MessageDispatch frames written straight from a message (DispatchFrames) are byte for
+byte the frames on_dispatch builds and the general writer marshals, for every field a
+message can carry, both body kinds and every protocol version the broker speaks."""
+
+from __future__ import annotations
+
+import pytest
+
+from dovecote.core.commands import ConsumerInfo, DestinationInfo, MessageDispatch
+from dovecote.core.destinations import Destination, DestinationType, queue, topic
+from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
+from dovecote.core.message import BodyType, Message
+from dovecote.protocol.openwire import Marshaller, Structure
+from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.converter import OpenWireConverter
+from dovecote.protocol.openwire.dispatch_frames import DispatchFrames
+
+PRODUCER = "ID:host-4242-1700000000000-1:1:1:1"
+MESSAGES = {
+    "plain": Message(f"{PRODUCER}:1", queue("a"), b"body", BodyType.BYTES),
+    "empty bytes": Message(f"{PRODUCER}:2", queue("a"), b"", BodyType.BYTES),
+    "text": Message(f"{PRODUCER}:3", queue("a"), "héllo 😀".encode(), BodyType.TEXT),
+    "empty text": Message(f"{PRODUCER}:4", queue("a"), b"", BodyType.TEXT),
+    "no body": Message(f"{PRODUCER}:5", topic("t"), b"", BodyType.MESSAGE),
+    "every field": Message(
+        f"{PRODUCER}:6",
+        queue("a.b"),
+        b"\x00binary\x00",
+        BodyType.BYTES,
+        persistent=True,
+        priority=9,
+        timestamp=1_700_000_000_000,
+        expiration=1_800_000_000_000,
+        correlation_id="corr:ü",
+        reply_to=Destination(DestinationType.TEMP_QUEUE, "ID:x-1:1:1"),
+        type="kind",
+        group_id="group-1",
+        group_seq=3,
+        user_id="alice",
+        redelivery_counter=2,
+        original_destination=queue("origin"),
+    ),
+    "properties": Message(
+        f"{PRODUCER}:7",
+        topic("t"),
+        b"x",
+        BodyType.MAP,
+        properties={"s": "v", "flag": True, "n": 7, "f": 1.5, "raw": b"\x01", "none": None},
+    ),
+    "id from STOMP": Message("ID:dovecote-1-2-3", queue("a"), b"x", BodyType.BYTES),
+    "id ending in a number, no producer": Message("ID:abc:7", queue("a"), b"x", BodyType.BYTES),
+    "negative priority, huge sequence": Message(
+        f"{PRODUCER}:{2**62}", queue("a"), b"x", BodyType.BYTES, priority=-1
+    ),
+}
+OWN_ID = ConsumerId(SessionId(ConnectionId("ID:client-7"), 3), 5)
+
+
+def registered(converter: OpenWireConverter) -> ConsumerId:
+    """A consumer the client announced with its own ConsumerInfo."""
+    consumer_id = Structure(t.CONSUMER_ID, {"connectionId": "ID:client-7", "sessionId": 3,
+                                            "value": 5})  # fmt: skip
+    info = Structure(t.CONSUMER_INFO, {"commandId": 4, "consumerId": consumer_id,
+                                       "destination": Structure(t.QUEUE, {"physicalName": "a"}),
+                                       "prefetchSize": 10})  # fmt: skip
+    request = converter.on_structure(info)
+    command = request.commands[0]
+    assert isinstance(command, ConsumerInfo)
+    return command.consumer_id
+
+
+@pytest.mark.parametrize("version", [9, 10, 11, 12])
+@pytest.mark.parametrize("name", list(MESSAGES))
+def test_a_dispatch_written_from_the_message_is_the_marshalled_structure(
+    version: int, name: str
+) -> None:
+    converter = OpenWireConverter(ConnectionId("ID:client-7"), "broker")
+    marshaller = Marshaller(version=version)
+    frames = DispatchFrames(converter, marshaller)
+    for consumer_id in (registered(converter), ConsumerId(SessionId(ConnectionId("c"), 1), 2)):
+        for sequence in (0, 41):
+            dispatch = MessageDispatch(consumer_id, MESSAGES[name], sequence)
+            expected = marshaller.frame(converter.on_dispatch(dispatch))
+            # Twice: the second from the ids and destinations it encoded the first time.
+            assert frames.frame(dispatch) == expected
+            assert frames.frame(dispatch) == expected
+            parsed = marshaller.parse_body(expected[4:])
+            assert parsed.type == t.MESSAGE_DISPATCH
+
+
+def test_a_new_protocol_version_is_written_as_that_version() -> None:
+    converter = OpenWireConverter(ConnectionId("ID:client-7"), "broker")
+    marshaller = Marshaller(version=12)
+    frames = DispatchFrames(converter, marshaller)
+    dispatch = MessageDispatch(registered(converter), MESSAGES["plain"], 1)
+    assert frames.frame(dispatch) == marshaller.frame(converter.on_dispatch(dispatch))
+    marshaller.version = 9
+    v9 = frames.frame(dispatch)
+    assert v9 == marshaller.frame(converter.on_dispatch(dispatch))
+    assert b"ID:host-4242" in v9 and MESSAGES["plain"].message_id.encode() not in v9
+
+
+@pytest.mark.parametrize(
+    "message",
+    [None, Message(f"{PRODUCER}:9", topic("ActiveMQ.Advisory.Queue"), b"", BodyType.MESSAGE,
+                   data_structure=DestinationInfo(ConnectionId("ID:c"), queue("q"), add=True))],
+)  # fmt: skip
+def test_what_the_direct_writer_does_not_cover_takes_the_general_path(
+    message: Message | None,
+) -> None:
+    converter = OpenWireConverter(ConnectionId("ID:client-7"), "broker")
+    marshaller = Marshaller()
+    dispatch = MessageDispatch(registered(converter), message, 3)
+    expected = marshaller.frame(converter.on_dispatch(dispatch))
+    assert DispatchFrames(converter, marshaller).frame(dispatch) == expected

@@ -595,9 +595,10 @@ class Broker:
                     tx.acks.append(TransactedAck(record, entries))
                 else:
                     ops = self.regions.consume_ops(origin, entries)
-                    # Awaited even when not synced: a later receipt to this client means
-                    # its acks before it are written (kill -9 does not bring them back).
-                    await self.store.write(ops, sync=ack.sync)
+                    if ops:  # (non-persistent messages have nothing to remove)
+                        # Awaited even when not synced: a later receipt to this client means
+                        # its acks before it are written (kill -9 does not bring them back).
+                        await self.store.write(ops, sync=ack.sync)
                     consumer.settle(entries)
                     release_all(entries)
                     if isinstance(origin, Queue):

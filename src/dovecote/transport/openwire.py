@@ -38,6 +38,7 @@ from dovecote.protocol.openwire.ack_frames import AckFrames
 from dovecote.protocol.openwire.converter import OpenWireConverter, OpenWireRequest
 from dovecote.protocol.openwire.dispatch_frames import DispatchFrames
 from dovecote.protocol.openwire.schema import KEEP_ALIVE_INFO, WIRE_FORMAT_INFO
+from dovecote.protocol.openwire.send_frames import SendFrames
 from dovecote.transport.listener import (
     MAX_BATCHED_SENDS,
     READ_CHUNK,
@@ -93,6 +94,7 @@ class OpenWireConnection:
         )
         self.dispatch_frames = DispatchFrames(self.converter, self.marshaller)
         self.ack_frames = AckFrames(self.converter)
+        self.send_frames = SendFrames(self.converter)
         self.our_format = broker_wire_format(
             settings.max_inactivity_ms, settings.max_inactivity_initial_delay_ms,
             settings.max_frame_size,
@@ -142,41 +144,41 @@ class OpenWireConnection:
                     if frame is NEED_DATA:
                         break
                     assert isinstance(frame, bytes)
-                    # The common cases inline (no coroutine per frame): an ack or a send
-                    # nobody waits for, with room for the send. A plain ack is read
-                    # straight from its bytes.
+                    # The common cases inline (no coroutine per frame): an ack, or a send
+                    # nobody waits for with room for it. Plain ones are read straight from
+                    # their bytes (ack_frames.py, send_frames.py).
                     request: OpenWireRequest | None = None
-                    ack = None
-                    if self._negotiated:
-                        ack = self.ack_frames.read(frame, self.marshaller.version)
-                    if ack is None:
+                    plain = self._plain(frame) if self._negotiated else None
+                    if plain is None:
                         structure = self.marshaller.parse_body(frame)
                         if structure.type in _NOT_COMMANDS or not self._negotiated:
                             if not await self._handle(structure):
                                 return
                             continue
                         request = self.converter.on_structure(structure)
-                        ack = _async_ack(request)
-                    if ack is not None:
+                        plain = _async_ack(request) or _async_send(request)
+                    if isinstance(plain, MessageAck):
                         # Settled with the others read in the same chunk, and the room
                         # they make filled by one dispatch.
                         if self._batch.sends:
                             await self._route_batch()
-                        self._acks.append(ack)
+                        self._acks.append(plain)
                         if len(self._acks) >= MAX_BATCHED_SENDS:
                             await self._settle_acks()
                         continue
-                    assert request is not None
-                    send = _async_send(request)
                     if (
-                        send is not None
+                        plain is not None
+                        and _batchable(plain)
                         and not self._acks
-                        and self._batch.fits(self.broker, send)
-                        and self.broker.admit_send_now(self.converter.connection_id, send)
+                        and self._batch.fits(self.broker, plain)
+                        and self.broker.admit_send_now(self.converter.connection_id, plain)
                     ):
-                        if self._batch.add(send):
+                        if self._batch.add(plain):
                             await self._route_batch()
                         continue
+                    if request is None:
+                        assert plain is not None  # read from its bytes: not batched here
+                        request = OpenWireRequest((plain,))
                     if not await self._handle_request(request):
                         return
                 except ProtocolError as exc:
@@ -191,6 +193,11 @@ class OpenWireConnection:
             await self._route_batch()
             await self._settle_acks()
             await self.out.drain()
+
+    def _plain(self, frame: bytes) -> MessageAck | SendMessage | None:
+        """A frame's ack or send when it is in the common shape, read from its bytes."""
+        version = self.marshaller.version
+        return self.ack_frames.read(frame, version) or self.send_frames.read(frame, version)
 
     async def _handle(self, structure: Structure) -> bool:
         if structure.type == WIRE_FORMAT_INFO:
@@ -218,7 +225,7 @@ class OpenWireConnection:
         itself); False when the connection should now close."""
         await self._settle_acks()
         send = _async_send(request)
-        if send is not None:
+        if send is not None and _batchable(send):
             # A send nobody waits for (non-persistent, no response asked, no producer
             # window): admitted now, routed with the others read in the same chunk, so
             # that each destination is dispatched once for all of them.
@@ -315,7 +322,7 @@ _NOT_COMMANDS: Final = frozenset((WIRE_FORMAT_INFO, KEEP_ALIVE_INFO))
 
 
 def _async_send(request: OpenWireRequest) -> SendMessage | None:
-    """The send a request is, when nothing answers it and it needs no store write."""
+    """The send a request is, when nothing answers it."""
     if (
         request.reply is not None
         or request.producer_ack is not None
@@ -324,14 +331,14 @@ def _async_send(request: OpenWireRequest) -> SendMessage | None:
     ):
         return None
     command = request.commands[0]
-    if (
-        isinstance(command, SendMessage)
-        and not command.message.persistent
-        and command.transaction_id is None
-        and command.message.reply_to is None
-    ):
-        return command
-    return None
+    return command if isinstance(command, SendMessage) else None
+
+
+def _batchable(send: SendMessage) -> bool:
+    """Whether a send nobody waits for may wait for the others read with it: when it needs
+    no store write, no transaction and no temporary destination made first."""
+    message = send.message
+    return not message.persistent and send.transaction_id is None and message.reply_to is None
 
 
 def _async_ack(request: OpenWireRequest) -> MessageAck | None:

@@ -19,17 +19,10 @@ from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.codec import Structure
 from dovecote.protocol.openwire.compiled import value_tails
 from dovecote.protocol.openwire.converter import OpenWireConverter
-from dovecote.protocol.openwire.primitives import decode_mutf8
+from dovecote.protocol.openwire.straight import CACHE_SIZE, I32, Unusual, string, value_end
 
-_CACHE_SIZE: Final = 1024
-_UH: Final = struct.Struct(">H").unpack_from
-_I: Final = struct.Struct(">i").unpack_from
 _QQ: Final = struct.Struct(">qq").unpack_from
 _FIRST_VERSION: Final = 10  # MessageId carries its text (textView) from version 10
-
-
-class _Unusual(Exception):
-    """The frame is not in the common shape: the general path reads it."""
 
 
 class AckFrames:
@@ -50,22 +43,22 @@ class AckFrames:
             self._heads.clear()
         try:
             return self._read(body)
-        except (_Unusual, IndexError, struct.error, ValueError, UnicodeDecodeError):
+        except (Unusual, IndexError, struct.error, ValueError, UnicodeDecodeError):
             return None
 
     def _read(self, body: bytes) -> MessageAck:
         if body[5]:
-            raise _Unusual  # responseRequired: the general path answers it
-        pos = self._value_end(body, 6)  # destination
+            raise Unusual  # responseRequired: the general path answers it
+        pos = value_end(body, 6, self._tails)  # destination
         if body[pos]:
-            raise _Unusual  # transactionId
+            raise Unusual  # transactionId
         consumer_at = pos + 1
-        pos = self._value_end(body, consumer_at)
+        pos = value_end(body, consumer_at, self._tails)
         head = body[6 : pos + 1]  # through the ack type
         found = self._heads.get(head)
         if found is None:
             found = self._head(body, consumer_at, pos)
-            if len(self._heads) >= _CACHE_SIZE:
+            if len(self._heads) >= CACHE_SIZE:
                 self._heads.clear()
             self._heads[head] = found
         consumer_id, ack_type = found
@@ -75,58 +68,35 @@ class AckFrames:
         else:
             first, pos = None, pos + 1
         last, pos = self._message_id(body, pos)
-        (count,) = _I(body, pos)
+        (count,) = I32(body, pos)
         pos += 4
         if body[pos] or pos + 1 != len(body):
-            raise _Unusual  # a poison cause, or fields we do not know
+            raise Unusual  # a poison cause, or fields we do not know
         return MessageAck(consumer_id, ack_type, last, first, count, sync=False)
 
     def _head(self, body: bytes, consumer_at: int, ack_type_at: int) -> tuple[ConsumerId, AckType]:
         """The consumer and ack type of the bytes before the message ids, read once."""
         if not body[consumer_at] or body[consumer_at + 1] != t.CONSUMER_ID:
-            raise _Unusual  # no consumer id: the general path refuses the ack
-        connection, numbers_at = _string(body, consumer_at + 2)
+            raise Unusual  # no consumer id: the general path refuses the ack
+        connection, numbers_at = string(body, consumer_at + 2)
+        if connection is None:
+            raise Unusual
         if numbers_at + 16 != ack_type_at:
-            raise _Unusual
+            raise Unusual
         session, value = _QQ(body, numbers_at)
         structure = Structure(t.CONSUMER_ID, {"connectionId": connection, "sessionId": session,
                                               "value": value})  # fmt: skip
         return self.converter.consumer_id_of(structure), AckType(body[ack_type_at])
 
-    def _value_end(self, body: bytes, pos: int) -> int:
-        """Where the id or destination at ``pos`` (null, or a string and numbers) ends."""
-        if not body[pos]:
-            return pos + 1
-        tail = self._tails.get(body[pos + 1])
-        if tail is None:
-            raise _Unusual
-        pos += 2
-        pos = pos + 3 + _UH(body, pos + 1)[0] if body[pos] else pos + 1
-        end = pos + tail
-        if end > len(body):
-            raise _Unusual
-        return end
-
     def _message_id(self, body: bytes, pos: int) -> tuple[str, int]:
         """A MessageId's text (as converter.message_id_text reads it) and where it ends."""
         if body[pos] != 1 or body[pos + 1] != t.MESSAGE_ID or not body[pos + 2]:
-            raise _Unusual  # null, or no text: the general path works it out
-        text, pos = _string(body, pos + 2)
+            raise Unusual  # null, or no text: the general path works it out
+        text, pos = string(body, pos + 2)
         if not text:
-            raise _Unusual
-        pos = self._value_end(body, pos)  # the producer id
+            raise Unusual
+        pos = value_end(body, pos, self._tails)  # the producer id
         pos += 16  # producer and broker sequence ids
         if pos > len(body):
-            raise _Unusual
+            raise Unusual
         return (text if text.startswith("ID:") else "ID:" + text), pos
-
-
-def _string(body: bytes, pos: int) -> tuple[str, int]:
-    """A non-null string at ``pos`` (its flag first) and where it ends."""
-    if not body[pos]:
-        raise _Unusual
-    (n,) = _UH(body, pos + 1)
-    end = pos + 3 + n
-    if end > len(body):
-        raise _Unusual
-    return decode_mutf8(body[pos + 3 : end]), end

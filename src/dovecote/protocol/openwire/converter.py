@@ -68,7 +68,7 @@ _DEST_TYPES: Final = {
     t.TEMP_TOPIC: DestinationType.TEMP_TOPIC,
 }
 _DEST_CODES: Final = {v: k for k, v in _DEST_TYPES.items()}
-_BODY_TYPES: Final = {
+BODY_TYPES: Final = {
     t.MESSAGE: BodyType.MESSAGE,
     t.BYTES_MESSAGE: BodyType.BYTES,
     t.MAP_MESSAGE: BodyType.MAP,
@@ -140,9 +140,14 @@ def message_id_text(s: Structure | None) -> str:
     text: str | None = f.get("textView")
     if text:
         return text if text.startswith("ID:") else "ID:" + text
-    p = (f.get("producerId") or Structure(t.PRODUCER_ID)).fields
-    sequence = f.get("producerSequenceId")
-    return f"{p.get('connectionId')}:{p.get('sessionId')}:{p.get('value')}:{sequence}"
+    producer = f.get("producerId") or Structure(t.PRODUCER_ID)
+    return f"{message_id_prefix(producer)}:{f.get('producerSequenceId')}"
+
+
+def message_id_prefix(producer: Structure) -> str:
+    """What comes before the sequence in the text of a message id without one of its own."""
+    p = producer.fields
+    return f"{p.get('connectionId')}:{p.get('sessionId')}:{p.get('value')}"
 
 
 def message_id_structure(text: str, broker_sequence: int = 0) -> Structure:
@@ -194,7 +199,7 @@ def message_content(m: Message) -> bytes | None:
 class OpenWireConverter:
     def __init__(self, connection_id: ConnectionId, broker_name: str) -> None:
         self.connection_id = connection_id
-        self._connection_text = str(connection_id)
+        self.connection_text = str(connection_id)
         self.broker_name = broker_name
         self.consumer_structures: dict[ConsumerId, Structure] = {}
         self._producer_windows: dict[str, int] = {}
@@ -218,8 +223,12 @@ class OpenWireConverter:
     def _producer(self, s: Structure) -> ProducerId:
         return cast(ProducerId, self._client_id(s, ProducerId)[0])
 
-    def _producer_text(self, s: Structure) -> str:
+    def producer_text(self, s: Structure) -> str:
         return self._client_id(s, ProducerId)[1]
+
+    def windowed(self, producer_text: str) -> bool:
+        """Whether the producer has a window (its sends are answered with ProducerAcks)."""
+        return bool(self._producer_windows.get(producer_text))
 
     def _client_id(
         self, s: Structure, kind: type[ConsumerId] | type[ProducerId]
@@ -265,7 +274,7 @@ class OpenWireConverter:
         if s["connectionId"] is not None:
             # The client names its connection; its consumer and producer ids carry that name.
             self.connection_id = ConnectionId(s["connectionId"]["value"])
-            self._connection_text = str(self.connection_id)
+            self.connection_text = str(self.connection_id)
         info = ConnectionInfo(
             self.connection_id,
             client_id=s["clientId"],
@@ -382,7 +391,7 @@ class OpenWireConverter:
         request = OpenWireRequest((SendMessage(message, transaction),))
         producer = s["producerId"]
         if producer is not None and not s["responseRequired"]:
-            window = self._producer_windows.get(self._producer_text(producer))
+            window = self._producer_windows.get(self.producer_text(producer))
             if window:
                 request = OpenWireRequest((SendMessage(message, transaction, flow_control=False),))
                 # The size the client charged to its window (ActiveMQMessage.getSize()).
@@ -400,7 +409,7 @@ class OpenWireConverter:
         destination = destination_of(f.get("destination"))
         if destination is None:
             raise InvalidDestinationError("a message needs a destination")
-        body_type = _BODY_TYPES[s.type]
+        body_type = BODY_TYPES[s.type]
         content: bytes = f.get("content") or b""
         if f.get("compressed") and content:
             content = _decompress(content, body_type)
@@ -426,8 +435,8 @@ class OpenWireConverter:
             type=f.get("type"),
             group_id=f.get("groupID"),
             group_seq=f.get("groupSequence") or 0,
-            producer_id=self._producer_text(producer) if producer is not None else None,
-            connection_id=self._connection_text,
+            producer_id=self.producer_text(producer) if producer is not None else None,
+            connection_id=self.connection_text,
             user_id=f.get("userID"),
             redelivery_counter=f.get("redeliveryCounter") or 0,
             original_destination=destination_of(original) if original is not None else None,

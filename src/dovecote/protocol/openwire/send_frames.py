@@ -1,0 +1,189 @@
+"""Message frames read straight into the core's SendMessage: a producer's sends in the common
+shape (nobody waits for an answer, no transaction, no producer window, nothing compressed,
+no broker path or embedded structure; protocol version 10 or later). The general path
+parses about thirty fields into a Structure with nested Structures for its ids and
+destinations, then converts; here the fields go straight into the Message, and the ids and
+destinations, which repeat from one message to the next, are read once and found again by
+their bytes. Anything else, a malformed frame included, returns None and goes the general
+way, which converts or refuses it as before.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+from dovecote.core.commands import SendMessage
+from dovecote.core.destinations import Destination
+from dovecote.core.message import BodyType, Message
+from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.codec import Structure
+from dovecote.protocol.openwire.compiled import layouts, value_tails
+from dovecote.protocol.openwire.converter import (
+    BODY_TYPES,
+    OpenWireConverter,
+    destination_of,
+    message_id_prefix,
+)
+from dovecote.protocol.openwire.primitives import decode_map, decode_text_body
+from dovecote.protocol.openwire.straight import I32, Unusual, remember, string, value_end
+
+_FIRST_VERSION: Final = 10  # the last field (jMSXGroupFirstForConsumer) is there from 10
+_Q: Final = struct.Struct(">q").unpack_from
+_QQ: Final = struct.Struct(">qq").unpack_from
+_PERSISTENT_EXPIRATION_PRIORITY: Final = struct.Struct(">?qb").unpack_from
+_COMPRESSED_REDELIVERY: Final = struct.Struct(">?i").unpack_from
+# After userID: recievedByDFBridge, droppable, cluster (null), brokerInTime, brokerOutTime,
+# jMSXGroupFirstForConsumer. Only cluster is checked (null); the rest the core does not keep.
+_TAIL_SIZE: Final = 1 + 1 + 1 + 8 + 8 + 1
+
+
+class SendFrames:
+    """Reads one connection's plain message frames (see the module's docstring)."""
+
+    def __init__(self, converter: OpenWireConverter, version: int = 12) -> None:
+        self.converter = converter
+        self._version = 0
+        self._use(version)
+
+    def _use(self, version: int) -> None:
+        self._version = version
+        self._tails = value_tails(version)
+        self._readers = layouts(version).readers
+        # Ids and destinations by their bytes (the flag and type byte included).
+        self._destinations: dict[bytes, Destination] = {}
+        self._producers: dict[bytes, str] = {}  # -> the producer id's text
+        self._id_prefixes: dict[bytes, str] = {}  # -> what precedes a message id's sequence
+
+    def read(self, body: bytes, version: int) -> SendMessage | None:
+        """The send a frame's type byte and body hold, or None for the general path."""
+        body_type = BODY_TYPES.get(body[0])
+        if body_type is None or body[0] == t.BLOB_MESSAGE or version < _FIRST_VERSION:
+            return None
+        if version != self._version:
+            self._use(version)
+        try:
+            return self._read(body, body_type)
+        except (Unusual, IndexError, struct.error, ValueError, UnicodeDecodeError):
+            return None
+
+    def _read(self, body: bytes, body_type: BodyType) -> SendMessage:
+        if body[5]:
+            raise Unusual  # responseRequired: the general path answers it
+        end = value_end(body, 6, self._tails)
+        producer_text = self._producer(body[6:end])
+        if self.converter.windowed(producer_text):
+            raise Unusual  # the general path sends its ProducerAck
+        pos = end
+        end = value_end(body, pos, self._tails)
+        destination = self._destination(body[pos:end])
+        if destination is None or body[end]:
+            raise Unusual  # no destination, or a transaction
+        pos = end + 1
+        end = value_end(body, pos, self._tails)
+        original = self._destination(body[pos:end])
+        message_id, pos = self._message_id(body, end)
+        if body[pos]:
+            raise Unusual  # originalTransactionId
+        group_id, pos = string(body, pos + 1)
+        (group_seq,) = I32(body, pos)
+        correlation_id, pos = string(body, pos + 4)
+        persistent, expiration, priority = _PERSISTENT_EXPIRATION_PRIORITY(body, pos)
+        pos += 10
+        end = value_end(body, pos, self._tails)
+        reply_to = self._destination(body[pos:end])
+        (timestamp,) = _Q(body, end)
+        kind, pos = string(body, end + 8)
+        content, pos = _bytes(body, pos)
+        marshalled, pos = _bytes(body, pos)
+        if body[pos] or body[pos + 1]:
+            raise Unusual  # dataStructure, targetConsumerId
+        compressed, redelivery_counter = _COMPRESSED_REDELIVERY(body, pos + 2)
+        pos += 7
+        if compressed or body[pos]:
+            raise Unusual  # compressed, or a broker path
+        user_id, pos = string(body, pos + 9)  # (after the arrival time)
+        if body[pos + 2] or pos + _TAIL_SIZE != len(body):
+            raise Unusual  # a cluster, or fields we do not know
+        message_body = content or b""
+        if body_type is BodyType.TEXT and message_body:
+            message_body = decode_text_body(message_body).encode("utf-8")
+        message = Message(
+            message_id=message_id,
+            destination=destination,
+            body=message_body,
+            body_type=body_type,
+            persistent=persistent,
+            priority=priority,
+            timestamp=timestamp,
+            expiration=expiration,
+            correlation_id=correlation_id,
+            reply_to=reply_to,
+            type=kind,
+            group_id=group_id,
+            group_seq=group_seq,
+            producer_id=producer_text,
+            connection_id=self.converter.connection_text,
+            user_id=user_id,
+            redelivery_counter=redelivery_counter,
+            original_destination=original,
+            properties=decode_map(marshalled) if marshalled else {},  # type: ignore[arg-type]
+        )
+        return SendMessage(message, None)
+
+    # -- ids and destinations, read once ------------------------------------------------------
+
+    def _structure(self, raw: bytes) -> Structure:
+        structure, end = self._readers[raw[1]](raw, 2, 1, False)
+        if end != len(raw):
+            raise Unusual
+        return structure
+
+    def _destination(self, raw: bytes) -> Destination | None:
+        if raw == b"\x00":
+            return None
+        found = self._destinations.get(raw)
+        if found is None:
+            found = destination_of(self._structure(raw))  # (refuses what is not one)
+            if found is None:
+                raise Unusual
+            remember(self._destinations, raw, found)
+        return found
+
+    def _producer(self, raw: bytes) -> str:
+        found = self._producers.get(raw)
+        if found is None:
+            if raw == b"\x00" or raw[1] != t.PRODUCER_ID:
+                raise Unusual
+            found = remember(self._producers, raw, self.converter.producer_text(
+                self._structure(raw)))  # fmt: skip
+        return found
+
+    def _message_id(self, body: bytes, pos: int) -> tuple[str, int]:
+        """A MessageId's text (as converter.message_id_text makes it) and where it ends."""
+        if body[pos] != 1 or body[pos + 1] != t.MESSAGE_ID:
+            raise Unusual
+        text, pos = string(body, pos + 2)
+        end = value_end(body, pos, self._tails)
+        producer = body[pos:end]
+        (sequence, _) = _QQ(body, end)
+        if text:
+            return (text if text.startswith("ID:") else "ID:" + text), end + 16
+        prefix = self._id_prefixes.get(producer)
+        if prefix is None:
+            if producer == b"\x00" or producer[1] != t.PRODUCER_ID:
+                raise Unusual
+            prefix = remember(self._id_prefixes, producer,
+                               message_id_prefix(self._structure(producer)))  # fmt: skip
+        return f"{prefix}:{sequence}", end + 16
+
+
+def _bytes(body: bytes, pos: int) -> tuple[bytes | None, int]:
+    """A nullable byte field at ``pos`` and where it ends."""
+    if not body[pos]:
+        return None, pos + 1
+    (n,) = I32(body, pos + 1)
+    end = pos + 5 + n
+    if n < 0 or end > len(body):
+        raise Unusual
+    return body[pos + 5 : end], end

@@ -32,6 +32,12 @@ class ConsumerId:
     session_id: SessionId
     value: int
 
+    def __hash__(self) -> int:
+        # Hashed for every delivery and ack: one tuple of plain values instead of the
+        # three nested dataclass hashes (consistent with the generated __eq__).
+        session = self.session_id
+        return hash((session.connection_id.value, session.value, self.value))
+
     @property
     def connection_id(self) -> ConnectionId:
         return self.session_id.connection_id
@@ -44,6 +50,12 @@ class ConsumerId:
 class ProducerId:
     session_id: SessionId
     value: int
+
+    def __hash__(self) -> int:
+        # Hashed for every delivery and ack: one tuple of plain values instead of the
+        # three nested dataclass hashes (consistent with the generated __eq__).
+        session = self.session_id
+        return hash((session.connection_id.value, session.value, self.value))
 
     @property
     def connection_id(self) -> ConnectionId:

@@ -94,7 +94,9 @@ def release_all(entries: Iterable[Entry]) -> None:
 
 
 class Consumer:
-    __slots__ = ("_freed", "inflight", "info", "pulls", "selector", "sink", "unwritten")
+    __slots__ = (
+        "_freed", "inflight", "info", "pulls", "selector", "sink", "takes_all", "unwritten",
+    )  # fmt: skip
 
     def __init__(self, info: ConsumerInfo, sink: DispatchSink) -> None:
         self.info = info
@@ -102,6 +104,8 @@ class Consumer:
         self.selector: Selector | None = (
             compile_selector(info.selector) if info.selector and info.selector.strip() else None
         )
+        self.takes_all = self.selector is None and not info.no_local
+        """Every message matches it (no selector, no noLocal)."""
         self.inflight: dict[str, Entry] = {}
         self._freed = 0
         self.pulls = 0

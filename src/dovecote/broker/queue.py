@@ -176,16 +176,24 @@ class Queue:
         candidates = self._candidates()
         if not candidates:
             return result
+        # (Per message below: the common case, consumers without selectors or noLocal and
+        # messages without groups, skips the choice.)
+        takes_all = all(c.takes_all for c in candidates)
         for priority in _PRIORITIES:
             bucket = self._pending[priority]
             skipped: list[Entry] = []
             while bucket:
                 entry = bucket.popleft()
-                if entry.message.is_expired(now_ms):
+                message = entry.message
+                expiration = message.expiration  # (Message.is_expired, inline)
+                if expiration > 0 and now_ms >= expiration:
                     self._pending_count -= 1
                     result.expired.append(entry)
                     continue
-                consumer = self._choose(entry, candidates)
+                if takes_all and message.group_id is None:
+                    consumer: Consumer | None = candidates[0]
+                else:
+                    consumer = self._choose(entry, candidates)
                 if consumer is None:
                     skipped.append(entry)
                     if len(skipped) >= PAGE_SIZE:
@@ -199,7 +207,7 @@ class Queue:
                     candidates.remove(consumer)
                     if not candidates:
                         break
-                else:
+                elif len(candidates) > 1:
                     # Round robin: the consumer that just got a message goes to the back,
                     # behind the others of its priority (higher consumer priority first).
                     candidates.remove(consumer)

@@ -45,6 +45,7 @@ def ack(**changes: Any) -> dict[str, Any]:
 READ_STRAIGHT = {
     "standard": ack(),
     "single, no first id": ack(ackType=4, firstMessageId=None, messageCount=1),
+    "one message, named twice": ack(firstMessageId=message_id(9), messageCount=1),
     "delivered": ack(ackType=0),
     "topic, no destination": ack(destination=None),
     "text without ID: prefix": ack(lastMessageId=message_id(9, "host-1:1:1:9")),

@@ -295,7 +295,7 @@ class Broker:
         if command.transaction_id is not None:
             self._transaction_of(state, command).sends.append(message)
             return
-        if command.flow_control:
+        if command.flow_control and not self.regions.admits_now(message):
             await self.regions.admit(message)
         await self.regions.route([message])
 

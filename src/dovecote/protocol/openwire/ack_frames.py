@@ -64,10 +64,17 @@ class AckFrames:
         consumer_id, ack_type = found
         pos += 1
         if body[pos]:
+            start = pos
             first, pos = self._message_id(body, pos)
+            # An ack of one message names it twice, byte for byte: read once.
+            end = pos + pos - start
+            if body[pos:end] == body[start:pos]:
+                last, pos = first, end
+            else:
+                last, pos = self._message_id(body, pos)
         else:
-            first, pos = None, pos + 1
-        last, pos = self._message_id(body, pos)
+            first = None
+            last, pos = self._message_id(body, pos + 1)
         (count,) = I32(body, pos)
         pos += 4
         if body[pos] or pos + 1 != len(body):

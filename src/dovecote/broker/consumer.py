@@ -136,6 +136,7 @@ class Consumer:
         if self.pulls:
             self.pulls -= 1
         message = entry.message
+        # (full_message only when it has work to do: this runs once per delivery.)
         if entry.spill is not None or entry.redelivery_counter != message.redelivery_counter:
             message = entry.full_message()
         self.sink(MessageDispatch(self.info.consumer_id, message, entry.seq))

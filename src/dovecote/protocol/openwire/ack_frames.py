@@ -10,41 +10,28 @@ it as before.
 
 from __future__ import annotations
 
-import struct
-from typing import Final
-
 from dovecote.core.commands import AckType, MessageAck
 from dovecote.core.ids import ConsumerId
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.codec import Structure
-from dovecote.protocol.openwire.compiled import value_tails
-from dovecote.protocol.openwire.converter import OpenWireConverter
-from dovecote.protocol.openwire.straight import CACHE_SIZE, I32, Unusual, string, value_end
+from dovecote.protocol.openwire.converter import id_from_text
+from dovecote.protocol.openwire.straight import (
+    I32,
+    StraightReader,
+    Unusual,
+    remember,
+    string,
+    value_end,
+)
 
-_QQ: Final = struct.Struct(">qq").unpack_from
-_FIRST_VERSION: Final = 10  # MessageId carries its text (textView) from version 10
 
-
-class AckFrames:
+class AckFrames(StraightReader[MessageAck]):
     """Reads one connection's plain MessageAck frames (see the module's docstring)."""
 
-    def __init__(self, converter: OpenWireConverter, version: int = 12) -> None:
-        self.converter = converter
-        self._tails = value_tails(version)
-        self._version = version
-        self._heads: dict[bytes, tuple[ConsumerId, AckType]] = {}
+    TYPES = frozenset((t.MESSAGE_ACK,))
 
-    def read(self, body: bytes, version: int) -> MessageAck | None:
-        """The ack a frame's type byte and body hold, or None for the general path."""
-        if version < _FIRST_VERSION or body[0] != t.MESSAGE_ACK:
-            return None
-        if version != self._version:
-            self._tails, self._version = value_tails(version), version
-            self._heads.clear()
-        try:
-            return self._read(body)
-        except (Unusual, IndexError, struct.error, ValueError, UnicodeDecodeError):
-            return None
+    def _use(self, version: int) -> None:
+        super()._use(version)
+        self._heads: dict[bytes, tuple[ConsumerId, AckType]] = {}
 
     def _read(self, body: bytes) -> MessageAck:
         if body[5]:
@@ -57,10 +44,7 @@ class AckFrames:
         head = body[6 : pos + 1]  # through the ack type
         found = self._heads.get(head)
         if found is None:
-            found = self._head(body, consumer_at, pos)
-            if len(self._heads) >= CACHE_SIZE:
-                self._heads.clear()
-            self._heads[head] = found
+            found = remember(self._heads, head, self._head(body[consumer_at:pos], body[pos]))
         consumer_id, ack_type = found
         pos += 1
         if body[pos]:
@@ -81,19 +65,11 @@ class AckFrames:
             raise Unusual  # a poison cause, or fields we do not know
         return MessageAck(consumer_id, ack_type, last, first, count, sync=False)
 
-    def _head(self, body: bytes, consumer_at: int, ack_type_at: int) -> tuple[ConsumerId, AckType]:
+    def _head(self, consumer: bytes, ack_type: int) -> tuple[ConsumerId, AckType]:
         """The consumer and ack type of the bytes before the message ids, read once."""
-        if not body[consumer_at] or body[consumer_at + 1] != t.CONSUMER_ID:
+        if consumer == b"\x00" or consumer[1] != t.CONSUMER_ID:
             raise Unusual  # no consumer id: the general path refuses the ack
-        connection, numbers_at = string(body, consumer_at + 2)
-        if connection is None:
-            raise Unusual
-        if numbers_at + 16 != ack_type_at:
-            raise Unusual
-        session, value = _QQ(body, numbers_at)
-        structure = Structure(t.CONSUMER_ID, {"connectionId": connection, "sessionId": session,
-                                              "value": value})  # fmt: skip
-        return self.converter.consumer_id_of(structure), AckType(body[ack_type_at])
+        return self.converter.consumer_id_of(self._value(consumer)), AckType(ack_type)
 
     def _message_id(self, body: bytes, pos: int) -> tuple[str, int]:
         """A MessageId's text (as converter.message_id_text reads it) and where it ends."""
@@ -106,4 +82,4 @@ class AckFrames:
         pos += 16  # producer and broker sequence ids
         if pos > len(body):
             raise Unusual
-        return (text if text.startswith("ID:") else "ID:" + text), pos
+        return id_from_text(text), pos

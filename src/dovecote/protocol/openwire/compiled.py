@@ -344,13 +344,15 @@ def _writer_source(
 
 
 def _put_utf(out: bytearray, text: str) -> None:
-    """A non-null string: the flag, Java's writeUTF length and modified UTF-8."""
+    out += utf_field(text)
+
+
+def utf_field(text: str) -> bytes:
+    """A non-null string field: the flag, Java's writeUTF length and modified UTF-8."""
     data = encode_mutf8(text)
     if len(data) > 0xFFFF:
         raise ValueError(f"string of {len(data)} bytes is too long for a Java UTF field")
-    out.append(1)
-    out += _UH.pack(len(data))
-    out += data
+    return b"\x01" + _UH.pack(len(data)) + data
 
 
 def _read_utf(data: bytes, pos: int) -> tuple[str | None, int]:

@@ -139,9 +139,14 @@ def message_id_text(s: Structure | None) -> str:
     f = s.fields
     text: str | None = f.get("textView")
     if text:
-        return text if text.startswith("ID:") else "ID:" + text
+        return id_from_text(text)
     producer = f.get("producerId") or Structure(t.PRODUCER_ID)
     return f"{message_id_prefix(producer)}:{f.get('producerSequenceId')}"
+
+
+def id_from_text(text: str) -> str:
+    """A message id from a MessageId's own text (textView), which may lack the ID: prefix."""
+    return text if text.startswith("ID:") else "ID:" + text
 
 
 def message_id_prefix(producer: Structure) -> str:
@@ -388,19 +393,17 @@ class OpenWireConverter:
     def _send(self, s: Structure) -> OpenWireRequest:
         message = self.to_message(s)
         transaction = self._transaction(s["transactionId"])
-        request = OpenWireRequest((SendMessage(message, transaction),))
         producer = s["producerId"]
-        if producer is not None and not s["responseRequired"]:
-            window = self._producer_windows.get(self.producer_text(producer))
-            if window:
-                request = OpenWireRequest((SendMessage(message, transaction, flow_control=False),))
-                # The size the client charged to its window (ActiveMQMessage.getSize()).
-                size = (MINIMUM_MESSAGE_SIZE + len(s["content"] or b"")
-                        + len(s["marshalledProperties"] or b""))  # fmt: skip
-                ack = Structure(t.PRODUCER_ACK, {"commandId": next(self._command_ids),
-                                                 "producerId": producer, "size": size})  # fmt: skip
-                return OpenWireRequest(request.commands, producer_ack=ack, held_for=message)
-        return request
+        unanswered = producer is not None and not s["responseRequired"]
+        if not (unanswered and self.windowed(self.producer_text(producer))):
+            return OpenWireRequest((SendMessage(message, transaction),))
+        # The size the client charged to its window (ActiveMQMessage.getSize()).
+        size = (MINIMUM_MESSAGE_SIZE + len(s["content"] or b"")
+                + len(s["marshalledProperties"] or b""))  # fmt: skip
+        ack = Structure(t.PRODUCER_ACK, {"commandId": next(self._command_ids),
+                                         "producerId": producer, "size": size})  # fmt: skip
+        send = SendMessage(message, transaction, flow_control=False)
+        return OpenWireRequest((send,), producer_ack=ack, held_for=message)
 
     # -- messages --------------------------------------------------------------------------
 

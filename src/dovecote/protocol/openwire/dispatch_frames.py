@@ -14,13 +14,14 @@ bytes are 1, an i32 length and the bytes; a nested structure is 1, its type and 
 from __future__ import annotations
 
 import struct
-from typing import Final, TypeVar
+from typing import Final
 
 from dovecote.core.commands import MessageDispatch
 from dovecote.core.destinations import Destination
 from dovecote.core.ids import ConsumerId
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.codec import Marshaller, Structure
+from dovecote.protocol.openwire.compiled import utf_field
 from dovecote.protocol.openwire.converter import (
     MESSAGE_CODES,
     OpenWireConverter,
@@ -29,10 +30,9 @@ from dovecote.protocol.openwire.converter import (
     message_content,
     producer_structure,
 )
-from dovecote.protocol.openwire.primitives import encode_map, encode_mutf8
+from dovecote.protocol.openwire.primitives import encode_map
+from dovecote.protocol.openwire.straight import K, remember
 
-K = TypeVar("K")
-_CACHE_SIZE: Final = 4096
 _NULL: Final = b"\x00"
 _COMMAND_HEAD: Final = b"\x00\x00\x00\x00\x00"  # commandId 0, responseRequired false
 _FRAME_HEAD: Final = struct.Struct(">ib")  # size, type
@@ -82,7 +82,7 @@ class DispatchFrames:
         properties = encode_map(dict(m.properties)) if m.properties else None
         message_id = b"\x01\x6e"
         if version >= 10:
-            message_id += _string(m.message_id)
+            message_id += utf_field(m.message_id)
         parts = [
             b"",  # the frame head, once the size is known
             _COMMAND_HEAD,
@@ -151,23 +151,12 @@ class DispatchFrames:
         return raw
 
     def _remember(self, cache: dict[K, bytes], key: K, structure: Structure) -> bytes:
-        if len(cache) >= _CACHE_SIZE:
-            cache.clear()
         # The general writer's bytes for the value, less the frame's size prefix.
-        encoded = self.marshaller.frame(structure)[4:]
-        raw = cache[key] = b"\x01" + encoded
-        return raw
-
-
-def _string(text: str) -> bytes:
-    data = encode_mutf8(text)
-    if len(data) > 0xFFFF:
-        raise ValueError(f"string of {len(data)} bytes is too long for a Java UTF field")
-    return b"\x01" + len(data).to_bytes(2, "big") + data
+        return remember(cache, key, b"\x01" + self.marshaller.frame(structure)[4:])
 
 
 def _string_or_null(text: str | None) -> bytes:
-    return _NULL if text is None else _string(text)
+    return _NULL if text is None else utf_field(text)
 
 
 def _bytes_or_null(data: bytes | None) -> tuple[bytes, ...]:

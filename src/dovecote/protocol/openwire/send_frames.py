@@ -17,18 +17,22 @@ from dovecote.core.commands import SendMessage
 from dovecote.core.destinations import Destination
 from dovecote.core.message import BodyType, Message
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.codec import Structure
-from dovecote.protocol.openwire.compiled import layouts, value_tails
 from dovecote.protocol.openwire.converter import (
     BODY_TYPES,
-    OpenWireConverter,
     destination_of,
+    id_from_text,
     message_id_prefix,
 )
 from dovecote.protocol.openwire.primitives import decode_map, decode_text_body
-from dovecote.protocol.openwire.straight import I32, Unusual, remember, string, value_end
+from dovecote.protocol.openwire.straight import (
+    I32,
+    StraightReader,
+    Unusual,
+    remember,
+    string,
+    value_end,
+)
 
-_FIRST_VERSION: Final = 10  # the last field (jMSXGroupFirstForConsumer) is there from 10
 _Q: Final = struct.Struct(">q").unpack_from
 _QQ: Final = struct.Struct(">qq").unpack_from
 _PERSISTENT_EXPIRATION_PRIORITY: Final = struct.Struct(">?qb").unpack_from
@@ -38,36 +42,20 @@ _COMPRESSED_REDELIVERY: Final = struct.Struct(">?i").unpack_from
 _TAIL_SIZE: Final = 1 + 1 + 1 + 8 + 8 + 1
 
 
-class SendFrames:
+class SendFrames(StraightReader[SendMessage]):
     """Reads one connection's plain message frames (see the module's docstring)."""
 
-    def __init__(self, converter: OpenWireConverter, version: int = 12) -> None:
-        self.converter = converter
-        self._version = 0
-        self._use(version)
+    TYPES = frozenset(code for code in BODY_TYPES if code != t.BLOB_MESSAGE)
 
     def _use(self, version: int) -> None:
-        self._version = version
-        self._tails = value_tails(version)
-        self._readers = layouts(version).readers
+        super()._use(version)
         # Ids and destinations by their bytes (the flag and type byte included).
         self._destinations: dict[bytes, Destination] = {}
         self._producers: dict[bytes, str] = {}  # -> the producer id's text
         self._id_prefixes: dict[bytes, str] = {}  # -> what precedes a message id's sequence
 
-    def read(self, body: bytes, version: int) -> SendMessage | None:
-        """The send a frame's type byte and body hold, or None for the general path."""
-        body_type = BODY_TYPES.get(body[0])
-        if body_type is None or body[0] == t.BLOB_MESSAGE or version < _FIRST_VERSION:
-            return None
-        if version != self._version:
-            self._use(version)
-        try:
-            return self._read(body, body_type)
-        except (Unusual, IndexError, struct.error, ValueError, UnicodeDecodeError):
-            return None
-
-    def _read(self, body: bytes, body_type: BodyType) -> SendMessage:
+    def _read(self, body: bytes) -> SendMessage:
+        body_type = BODY_TYPES[body[0]]
         if body[5]:
             raise Unusual  # responseRequired: the general path answers it
         end = value_end(body, 6, self._tails)
@@ -133,18 +121,12 @@ class SendFrames:
 
     # -- ids and destinations, read once ------------------------------------------------------
 
-    def _structure(self, raw: bytes) -> Structure:
-        structure, end = self._readers[raw[1]](raw, 2, 1, False)
-        if end != len(raw):
-            raise Unusual
-        return structure
-
     def _destination(self, raw: bytes) -> Destination | None:
         if raw == b"\x00":
             return None
         found = self._destinations.get(raw)
         if found is None:
-            found = destination_of(self._structure(raw))  # (refuses what is not one)
+            found = destination_of(self._value(raw))  # (refuses what is not one)
             if found is None:
                 raise Unusual
             remember(self._destinations, raw, found)
@@ -156,7 +138,7 @@ class SendFrames:
             if raw == b"\x00" or raw[1] != t.PRODUCER_ID:
                 raise Unusual
             found = remember(self._producers, raw, self.converter.producer_text(
-                self._structure(raw)))  # fmt: skip
+                self._value(raw)))  # fmt: skip
         return found
 
     def _message_id(self, body: bytes, pos: int) -> tuple[str, int]:
@@ -168,13 +150,13 @@ class SendFrames:
         producer = body[pos:end]
         (sequence, _) = _QQ(body, end)
         if text:
-            return (text if text.startswith("ID:") else "ID:" + text), end + 16
+            return id_from_text(text), end + 16
         prefix = self._id_prefixes.get(producer)
         if prefix is None:
             if producer == b"\x00" or producer[1] != t.PRODUCER_ID:
                 raise Unusual
             prefix = remember(self._id_prefixes, producer,
-                               message_id_prefix(self._structure(producer)))  # fmt: skip
+                               message_id_prefix(self._value(producer)))  # fmt: skip
         return f"{prefix}:{sequence}", end + 16
 
 

@@ -1,23 +1,70 @@
-"""What the readers that go straight from a frame's bytes to core commands share
-(ack_frames.py, send_frames.py): they read the common shape of a frame and give up on
-anything else (``Unusual``), leaving it to the general path; ids and destinations are
-found by their bytes (null, or 1, a type, a string and fixed-size numbers after it)."""
+"""What the codecs that go straight between a frame's bytes and core commands share
+(ack_frames.py, send_frames.py, dispatch_frames.py): they handle the common shape of a frame
+and give up on anything else (``Unusual``), leaving it to the general path; ids and
+destinations, which repeat from frame to frame, are found by their bytes (null, or 1, a
+type, a string and fixed-size numbers after it) in small caches."""
 
 from __future__ import annotations
 
 import struct
-from typing import Final, TypeVar
+from typing import Final, Generic, TypeVar
 
+from dovecote.protocol.openwire.codec import Structure
+from dovecote.protocol.openwire.compiled import Reader, layouts, value_tails
+from dovecote.protocol.openwire.converter import OpenWireConverter
 from dovecote.protocol.openwire.primitives import decode_mutf8
 
+K = TypeVar("K")
 V = TypeVar("V")
+C = TypeVar("C")
 CACHE_SIZE: Final = 1024
 UH: Final = struct.Struct(">H").unpack_from
 I32: Final = struct.Struct(">i").unpack_from
+FIRST_VERSION: Final = 10
+"""MessageId carries its text, and a message ends with jMSXGroupFirstForConsumer, from 10."""
 
 
 class Unusual(Exception):
     """The frame is not in the common shape: the general path reads it."""
+
+
+class StraightReader(Generic[C]):
+    """Reads one connection's frames of some types straight into a core command ``C``;
+    ``read`` gives None for anything the general path must read."""
+
+    TYPES: frozenset[int] = frozenset()
+
+    def __init__(self, converter: OpenWireConverter, version: int = 12) -> None:
+        self.converter = converter
+        self._version = 0
+        self._use(version)
+
+    def read(self, body: bytes, version: int) -> C | None:
+        """The command a frame's type byte and body hold, or None for the general path."""
+        if version < FIRST_VERSION or body[0] not in self.TYPES:
+            return None
+        if version != self._version:
+            self._use(version)
+        try:
+            return self._read(body)
+        except (Unusual, IndexError, struct.error, ValueError, UnicodeDecodeError):
+            return None
+
+    def _read(self, body: bytes) -> C:
+        raise NotImplementedError
+
+    def _use(self, version: int) -> None:
+        """Read ``version``'s layouts from now on (the caches start again)."""
+        self._version = version
+        self._tails = value_tails(version)
+        self._readers: dict[int, Reader] = layouts(version).readers
+
+    def _value(self, raw: bytes) -> Structure:
+        """An id or destination from its bytes (flag and type included), read in full."""
+        structure, end = self._readers[raw[1]](raw, 2, 1, False)
+        if end != len(raw):
+            raise Unusual
+        return structure
 
 
 def value_end(body: bytes, pos: int, tails: dict[int, int]) -> int:
@@ -47,7 +94,7 @@ def string(body: bytes, pos: int) -> tuple[str | None, int]:
     return decode_mutf8(body[pos + 3 : end]), end
 
 
-def remember(cache: dict[bytes, V], key: bytes, value: V) -> V:
+def remember(cache: dict[K, V], key: K, value: V) -> V:
     """Keep ``value`` under ``key`` in a cache that starts again when full."""
     if len(cache) >= CACHE_SIZE:
         cache.clear()

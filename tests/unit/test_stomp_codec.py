@@ -88,6 +88,28 @@ def test_many_frames_in_one_chunk() -> None:
     assert count == 1000
 
 
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 100 * 1024])
+@pytest.mark.parametrize("with_length", [True, False])
+def test_bodies_of_every_size_come_whole_and_the_next_frame_after(
+    size: int, with_length: bool
+) -> None:
+    # Bodies are taken out of the buffer one way below 4 KiB and another above: both must
+    # give exactly the body and leave the next frame intact, whatever the chunking.
+    body = bytes(i % 251 + 1 for i in range(size))  # no NUL: it may go without a length
+    headers = (("destination", "/queue/a"),)
+    first = encode_frame(Frame("SEND", headers, body))
+    if not with_length:
+        first = b"SEND\ndestination:/queue/a\n\n" + body + b"\x00"
+    wire = first + encode_frame(Frame("SEND", headers, b"next"))
+    parser = FrameParser()
+    frames = []
+    for start in range(0, len(wire), 7000):
+        parser.receive_data(wire[start : start + 7000])
+        while (event := parser.next_event()) is not NEED_DATA:
+            frames.append(event)
+    assert [f.body for f in frames] == [body, b"next"]  # type: ignore[union-attr]
+
+
 BAD_INPUT = [
     ("1.2", b"BOGUS\n\n\x00", "unknown"),
     ("1.2", b"SEND\nno colon here\n\n\x00", "colon"),

@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import count
 
 from dovecote.broker import stats, streams
+from dovecote.broker.acks import settle_ack
 from dovecote.broker.connection import (
     ConnectionState,
     ConsumerRecord,
     LocalTransaction,
     Origin,
-    TransactedAck,
 )
 from dovecote.broker.consumer import Consumer, DispatchSink, Entry, release_all
 from dovecote.broker.policy import BrokerSettings
@@ -34,7 +34,6 @@ from dovecote.broker.regions import Regions, log_failure, now_ms
 from dovecote.broker.topic import TopicSubscription
 from dovecote.broker.usage import Usage
 from dovecote.core.commands import (
-    AckType,
     Command,
     ConnectionInfo,
     ConsumerInfo,
@@ -293,7 +292,7 @@ class Broker:
                 await self.regions.route(await streams.handle(self, message))
                 return
         if command.transaction_id is not None:
-            self._transaction_of(state, command).sends.append(message)
+            state.transaction_of(command).sends.append(message)
             return
         if command.flow_control and not self.regions.admits_now(message):
             await self.regions.admit(message)
@@ -548,7 +547,7 @@ class Broker:
         return record
 
     async def _ack(self, state: ConnectionState, ack: MessageAck) -> None:
-        origin = await self._settle_ack(state, ack)
+        origin = await settle_ack(self.regions, state, self._record(ack.consumer_id), ack)
         if origin is not None:
             await self.regions.dispatch(origin)
 
@@ -566,7 +565,7 @@ class Broker:
         origins: dict[int, Queue | TopicSubscription] = {}
         for ack in acks:
             try:
-                origin = await self._settle_ack(state, ack)
+                origin = await settle_ack(self.regions, state, self._record(ack.consumer_id), ack)
             except DovecoteError as exc:
                 errors.append(exc)
                 continue
@@ -575,45 +574,6 @@ class Broker:
         for origin in origins.values():
             await self.regions.dispatch(origin)
         return errors
-
-    async def _settle_ack(
-        self, state: ConnectionState, ack: MessageAck
-    ) -> Queue | TopicSubscription | None:
-        """Apply an ack; the origin whose consumer it made room for (to dispatch next)."""
-        record = self._record(ack.consumer_id)
-        consumer, origin = record.consumer, record.origin
-        if origin is None:
-            return None  # browsers consume nothing
-        entries = consumer.acked_entries(ack)
-        match ack.ack_type:
-            case AckType.DELIVERED:
-                consumer.free_window(entries)
-            case AckType.STANDARD | AckType.INDIVIDUAL | AckType.UNMATCHED:
-                if ack.transaction_id is not None:
-                    tx = self._transaction_of(state, ack)
-                    consumer.free_window(entries)
-                    tx.acks.append(TransactedAck(record, entries))
-                else:
-                    ops = self.regions.consume_ops(origin, entries)
-                    if ops:  # (non-persistent messages have nothing to remove)
-                        # Awaited even when not synced: a later receipt to this client means
-                        # its acks before it are written (kill -9 does not bring them back).
-                        await self.store.write(ops, sync=ack.sync)
-                    consumer.settle(entries)
-                    release_all(entries)
-                    if isinstance(origin, Queue):
-                        origin.stats.dequeued += len(entries)
-            case AckType.POISON:
-                cause = ack.poison_cause or "poison ack from the consumer"
-                consumer.settle(entries)
-                await self.regions.dead_letter(origin, entries, cause)
-            case AckType.REDELIVERED:
-                for entry in entries:
-                    entry.redelivery_counter += 1
-            case AckType.EXPIRED:
-                consumer.settle(entries)
-                await self.regions.expire(origin, entries)
-        return origin
 
     # -- redelivery, expiry, dead letters --------------------------------------------------
 
@@ -627,15 +587,6 @@ class Broker:
                 log.exception("expiry sweep failed")
 
     # -- transactions ----------------------------------------------------------------------
-
-    def _transaction_of(
-        self, state: ConnectionState, command: SendMessage | MessageAck
-    ) -> LocalTransaction:
-        assert command.transaction_id is not None
-        tx = state.transactions.get(command.transaction_id)
-        if tx is None:
-            raise UnknownTransactionError(f"transaction {command.transaction_id.value} is not open")
-        return tx
 
     async def _transaction(self, state: ConnectionState, info: TransactionInfo) -> None:
         tid = info.transaction_id

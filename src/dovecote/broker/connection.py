@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from dovecote.broker.consumer import Consumer, DispatchSink, Entry
 from dovecote.broker.queue import Queue
 from dovecote.broker.topic import TopicSubscription
-from dovecote.core.commands import ConnectionInfo
+from dovecote.core.commands import ConnectionInfo, MessageAck, SendMessage
 from dovecote.core.destinations import Destination
+from dovecote.core.errors import UnknownTransactionError
 from dovecote.core.ids import ConsumerId, ProducerId, SessionId, TransactionId
 from dovecote.core.message import Message
 
@@ -49,3 +50,11 @@ class ConnectionState:
     """Each producer and the destination it was created for (None: anonymous)."""
     temp_destinations: set[Destination] = field(default_factory=set)
     transactions: dict[TransactionId, LocalTransaction] = field(default_factory=dict)
+
+    def transaction_of(self, command: SendMessage | MessageAck) -> LocalTransaction:
+        """The open transaction a transacted send or ack belongs to."""
+        assert command.transaction_id is not None
+        tx = self.transactions.get(command.transaction_id)
+        if tx is None:
+            raise UnknownTransactionError(f"transaction {command.transaction_id.value} is not open")
+        return tx

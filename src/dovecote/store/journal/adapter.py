@@ -39,10 +39,10 @@ from dovecote.store.journal.datafiles import DataFiles, Location
 from dovecote.store.journal.index import INDEX_VERSION, Index
 from dovecote.store.journal.records import (
     RECORD_HEADER,
+    BatchEncoder,
     JournalOp,
     SequencedAdd,
     decode_batch,
-    encode_batch,
     sequence,
 )
 
@@ -114,6 +114,7 @@ class JournalPersistenceAdapter:
         self._index: Index | None = None
         self._next_seq = 1
         self._writer = GroupWriter(self._write_group, self._after_group)
+        self._encoder = BatchEncoder()
         # Groups written (durable) but not yet applied to the index, with the journal's head
         # after the last of them: what the index's ``applied`` becomes once they are.
         self._unapplied: list[tuple[Location, list[JournalOp]]] = []
@@ -238,9 +239,9 @@ class JournalPersistenceAdapter:
         written: list[tuple[Location, list[JournalOp]]] = []
         size = 0
         for ops in _records([batch for batch, _ in group]):
-            record = encode_batch(ops)
-            size += len(record)
-            written.append((files.append(record), ops))
+            with self._encoder.parts(ops) as (header, payload):
+                size += len(header) + len(payload)
+                written.append((files.append(header, payload), ops))
         head = files.head
         # One fsync covers every batch of the group: this is the group commit. A group of
         # batches that asked for none (acks nobody waits for) is left to the next one.

@@ -100,15 +100,19 @@ class DataFiles:
             os.ftruncate(self._fd, self.position)
             self._dirty.add(self.current_id)
 
-    def append(self, record: bytes) -> Location:
-        if self.position > FILE_HEADER.size and self.position + len(record) > self.max_file_length:
+    def append(self, *parts: bytes | memoryview) -> Location:
+        """Write one record, given whole or in parts (written together, not joined)."""
+        size = sum(len(part) for part in parts)
+        if self.position > FILE_HEADER.size and self.position + size > self.max_file_length:
             self._start_file(self.current_id + 1)
         location = Location(self.current_id, self.position)
-        written = os.pwrite(self._fd, record, self.position)
-        while written < len(record):  # a short write to a regular file is rare; finish it
-            written += os.pwrite(self._fd, record[written:], self.position + written)
-        self.position += len(record)
-        self._unsynced += len(record)
+        written = os.pwritev(self._fd, parts, self.position)
+        if written < size:  # a short write to a regular file is rare; finish it
+            rest = b"".join(parts)
+            while written < size:
+                written += os.pwrite(self._fd, rest[written:], self.position + written)
+        self.position += size
+        self._unsynced += size
         self._dirty.add(self.current_id)
         return location
 

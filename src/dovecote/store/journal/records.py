@@ -4,12 +4,15 @@ and the msgpack encoding of the store's operations and of messages."""
 from __future__ import annotations
 
 import struct
-import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
 import msgpack
+
+# zlib-ng's CRC-32 is zlib's, bit for bit, ~15x faster (SIMD): 1.6 against 23 us for 100 KiB.
+from zlib_ng.zlib_ng import crc32
 
 from dovecote.core.destinations import parse_destination
 from dovecote.core.message import Message
@@ -54,13 +57,16 @@ def file_header(file_id: int) -> bytes:
     return FILE_HEADER.pack(FILE_MAGIC, FILE_VERSION, file_id)
 
 
+def record_header(payload: bytes | memoryview, kind: int = BATCH) -> bytes:
+    return RECORD_HEADER.pack(len(payload), crc32(payload, crc32(bytes((kind,)))), kind)
+
+
 def frame_record(payload: bytes, kind: int = BATCH) -> bytes:
-    crc = zlib.crc32(payload, zlib.crc32(bytes((kind,))))
-    return RECORD_HEADER.pack(len(payload), crc, kind) + payload
+    return record_header(payload, kind) + payload
 
 
-def check_record(kind: int, crc: int, payload: bytes) -> bool:
-    return zlib.crc32(payload, zlib.crc32(bytes((kind,)))) == crc
+def check_record(kind: int, crc: int, payload: bytes | memoryview) -> bool:
+    return crc32(payload, crc32(bytes((kind,)))) == crc
 
 
 # -- operations ----------------------------------------------------------------------------
@@ -105,6 +111,27 @@ def decode_op(f: list[Any]) -> JournalOp:
 
 def encode_batch(ops: Sequence[JournalOp]) -> bytes:
     return frame_record(msgpack.packb([encode_op(op) for op in ops], use_bin_type=True))
+
+
+class BatchEncoder:
+    """``encode_batch`` for the hot path: the record as its header and a view of the packed
+    payload, to be written together (``os.pwritev``). The payload, message bodies and all,
+    is not copied out of the packer nor joined to its header: two copies fewer per record
+    (measured: 35 -> 29 us for one 100 KiB message, CRC included)."""
+
+    def __init__(self) -> None:
+        self._packer = msgpack.Packer(autoreset=False, use_bin_type=True)
+
+    @contextmanager
+    def parts(self, ops: Sequence[JournalOp]) -> Iterator[tuple[bytes, memoryview]]:
+        """The header and payload of ``ops``' record, valid inside the ``with`` only."""
+        packer = self._packer
+        try:
+            packer.pack([encode_op(op) for op in ops])
+            with packer.getbuffer() as payload:
+                yield record_header(payload), payload
+        finally:
+            packer.reset()
 
 
 def decode_batch(payload: bytes) -> list[JournalOp]:

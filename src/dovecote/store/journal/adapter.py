@@ -276,9 +276,7 @@ class JournalPersistenceAdapter:
         if self._unapplied_head is None:
             return
         with index.env.begin(write=True) as txn:
-            for location, ops in self._unapplied:
-                index.note_file(txn, location.file_id)
-                index.apply(txn, ops, location)
+            index.apply_records(txn, self._unapplied)
             index.mark_applied(txn, self._unapplied_head)
         self._unapplied.clear()
         self._unapplied_ops = 0

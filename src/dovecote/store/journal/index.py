@@ -187,9 +187,7 @@ class Index:
                 ops = [op for op in ops if id(op) not in skipped]
             self.apply(txn, ops, location)
         if top:
-            raw = _get(txn, b"seq", self.meta)
-            if raw is None or _SEQ.unpack(raw)[0] < top:
-                txn.put(b"seq", _SEQ.pack(top), db=self.meta)
+            self._raise_top_seq(txn, top)
 
     def last_seq_in(self, txn: lmdb.Transaction) -> int:
         raw = _get(txn, b"seq", self.meta)
@@ -254,9 +252,11 @@ class Index:
                 current = 0 if raw is None else int(_SEQ.unpack(raw)[0])
                 txn.put(key, _SEQ.pack(max(current + delta, 0)), db=self.files)
         if self._top_seq:
-            raw = _get(txn, b"seq", self.meta)
-            if raw is None or _SEQ.unpack(raw)[0] < self._top_seq:
-                txn.put(b"seq", _SEQ.pack(self._top_seq), db=self.meta)
+            self._raise_top_seq(txn, self._top_seq)
+
+    def _raise_top_seq(self, txn: lmdb.Transaction, seq: int) -> None:
+        if self.last_seq_in(txn) < seq:
+            txn.put(b"seq", _SEQ.pack(seq), db=self.meta)
 
     def mark_applied(self, txn: lmdb.Transaction, position: Location) -> None:
         txn.put(b"applied", _POS.pack(position.file_id, position.offset), db=self.meta)

@@ -17,7 +17,13 @@ $(VENV)/.synced: $(UV) pyproject.toml uv.lock
 	$(UV) sync --frozen --compile-bytecode --python $(PYTHON)
 	touch $@
 
-install: $(VENV)/.synced
+# The hot modules compiled with mypyc (build_native.py; plain Python where there is no C
+# compiler). Any source change rebuilds them: a compiled module would shadow its newer source.
+$(VENV)/.native: $(VENV)/.synced build_native.py $(shell find src -name '*.py')
+	$(VENV)/bin/python build_native.py
+	touch $@
+
+install: $(VENV)/.native
 	$(VENV)/bin/python -m compileall -q src
 
 # Debian packages the tests need: a PostgreSQL server for the SQL store's tests, and
@@ -32,6 +38,9 @@ endif
 ifeq ($(shell command -v javac),)
 APT_PACKAGES += default-jdk-headless
 endif
+ifeq ($(shell command -v gcc),)
+APT_PACKAGES += gcc
+endif
 
 system-deps:
 ifneq ($(strip $(APT_PACKAGES)),)
@@ -44,19 +53,20 @@ run: install
 	$(VENV)/bin/dovecote broker
 
 lint: install
-	$(VENV)/bin/ruff check src tests bench examples
-	$(VENV)/bin/ruff format --check src tests bench examples
+	$(VENV)/bin/ruff check src tests bench examples build_native.py
+	$(VENV)/bin/ruff format --check src tests bench examples build_native.py
 
 typecheck: install
 	$(VENV)/bin/mypy
 
-test: install system-deps lint typecheck
+test: system-deps install lint typecheck
 	$(VENV)/bin/pytest
 
 # dovecote and ActiveMQ 5.17 side by side (short form, a few minutes); the Markdown table goes
 # to bench/RESULTS.md. `$(VENV)/bin/python bench/harness.py --full` runs the issue's sizes.
-bench: install system-deps
+bench: system-deps install
 	$(VENV)/bin/python bench/harness.py --repeat 3 --out bench/RESULTS.md
 
 clean:
-	rm -rf $(TOOLS) $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(TOOLS) $(VENV) build .pytest_cache .mypy_cache .ruff_cache
+	find src -name '*.so' -delete

@@ -9,7 +9,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from dovecote.core.commands import SendMessage
 
@@ -36,7 +36,10 @@ class Listener:
     @property
     def port(self) -> int:
         assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
+        # Any: uvloop's server gives a list where typeshed says tuple (and compiled, this
+        # module checks the hint).
+        sockets = cast(Any, self._server).sockets
+        return int(sockets[0].getsockname()[1])
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(

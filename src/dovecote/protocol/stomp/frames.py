@@ -160,8 +160,7 @@ class FrameParser:
                 if buf[1] == 0x0A:
                     del buf[:2]
                     return HEARTBEAT
-            self._parse_head()
-            if self._pending is None:
+            if not self._parse_head():
                 return self._need_data()
         return self._parse_body()
 
@@ -170,7 +169,9 @@ class FrameParser:
             raise RemoteProtocolError("connection closed in the middle of a frame")
         return NEED_DATA
 
-    def _parse_head(self) -> None:
+    def _parse_head(self) -> bool:
+        """Read a frame's command and headers into ``_pending``; False when they are not
+        all in the buffer yet."""
         buf = self._buffer
         start = max(self._scan_from - 3, 0)
         end = buf.find(b"\n\n", start)
@@ -187,7 +188,7 @@ class FrameParser:
             if len(buf) > self.max_header_size:
                 raise FrameTooLargeError(len(buf), self.max_header_size)
             self._scan_from = len(buf)
-            return
+            return False
         if head_end > self.max_header_size:
             raise FrameTooLargeError(head_end, self.max_header_size)
         self._scan_from = 0
@@ -219,6 +220,7 @@ class FrameParser:
                 break
         del buf[:body_start]
         self._pending = (command, tuple(headers), body_start, length)
+        return True
 
     def _headers_slowly(self, lines: list[str], escaped: bool) -> list[tuple[str, str]]:
         headers: list[tuple[str, str]] = []

@@ -42,9 +42,13 @@ def _pump(stream: object, sink: list[str]) -> None:
 
 @contextmanager
 def running_broker(
-    config_toml: str = "", workdir: Path | None = None, openwire_port: int = 0
+    config_toml: str = "",
+    workdir: Path | None = None,
+    openwire_port: int = 0,
+    env: dict[str, str] | None = None,
 ) -> Iterator[BrokerProcess]:
-    """Start ``dovecote broker`` on a free STOMP port; stop it (SIGTERM, then SIGKILL)."""
+    """Start ``dovecote broker`` on a free STOMP port (``env`` added to the environment);
+    stop it (SIGTERM, then SIGKILL)."""
     with tempfile.TemporaryDirectory(prefix="dovecote-test-") as tmp:
         wd = workdir or Path(tmp)
         cmd = [sys.executable, "-m", "dovecote", "broker", "--stomp-port", "0",
@@ -53,11 +57,10 @@ def running_broker(
             cfg = wd / "dovecote.toml"
             cfg.write_text(config_toml)
             cmd += ["--config", str(cfg)]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
         proc = subprocess.Popen(
             cmd,
             cwd=wd,
-            env=env,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from dovecote.broker.regions import log_failure
-from dovecote.store.groupcommit import GroupWriter
+from dovecote.store.groupcommit import GATHER_TURNS, GroupWriter
 
 
 class Recorder:
@@ -51,6 +51,53 @@ async def test_urgent_writes_do_not_wait_and_keep_their_order() -> None:
     await asyncio.gather(first, second)
     await writer.submit("c")
     assert recorder.groups == [["a", "b"], ["c"]]
+    await writer.stop()
+
+
+async def _producer(writer: GroupWriter[str], name: str, sends: int, late_by: int) -> None:
+    """Sends and waits for each, answering ``late_by`` loop turns after it is woken."""
+    for n in range(sends):
+        await writer.submit(f"{name}{n}")
+        for _ in range(late_by):
+            await asyncio.sleep(0)
+
+
+async def test_a_group_waits_a_few_turns_for_as_many_writers_as_the_last_had() -> None:
+    # Three synchronous producers woken by one group answer one and two turns apart: their
+    # next sends still make one group, not a group of the first to answer and then the rest.
+    recorder = Recorder()
+    writer = GroupWriter(recorder.write_group)
+    writer.start()
+    await asyncio.gather(*(_producer(writer, name, 3, late) for name, late in
+                           (("a", 0), ("b", 1), ("c", 2))))  # fmt: skip
+    assert recorder.groups == [["a0", "b0", "c0"], ["a1", "b1", "c1"], ["a2", "b2", "c2"]]
+    await writer.stop()
+
+
+async def test_the_wait_for_more_writers_is_short_and_a_lone_writer_does_not_wait() -> None:
+    recorder = Recorder()
+    writer = GroupWriter(recorder.write_group)
+    writer.start()
+    turns = 0
+
+    async def ticker() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    async def turns_to_write(item: str) -> int:
+        start = turns
+        await writer.submit(item)
+        return turns - start
+
+    ticking = asyncio.create_task(ticker())
+    await asyncio.gather(*(writer.submit(name) for name in "abc"))
+    after_three = await turns_to_write("a1")  # the other two are gone: waits, but not long
+    after_one = await turns_to_write("a2")
+    ticking.cancel()
+    assert recorder.groups == [["a", "b", "c"], ["a1"], ["a2"]]
+    assert after_one < after_three <= after_one + GATHER_TURNS
     await writer.stop()
 
 

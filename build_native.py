@@ -8,11 +8,15 @@ Python's headers missing: the broker is then slower, not different).
 ``tests/unit/test_native.py`` fails when a built module is older than its source.
 
 Modules are chosen by where the broker's time goes with many small messages (frame
-reading and writing, dispatch, acks, the journal's appends). Left out: core/ (compiled, its
-frozen slotted dataclasses no longer unpickle), and anything whose classes tests or users
-subclass or patch (an interpreted class cannot inherit from a compiled one). A compiled
-module checks its type hints when it runs: a hint that lies is a TypeError there, so a
-module joins the list only once the whole suite passes with it compiled.
+reading and writing, dispatch, acks, the journal's appends, and the ids, destinations and
+commands they all read). Left out: core/records.py (its dataclass_transform decorator must
+stay a Python function; the per-message records it makes stay interpreted classes, which
+are cheaper to build than compiled frozen ones), core/errors.py, and anything whose classes
+tests or users subclass or patch (an interpreted class cannot inherit from a compiled one).
+Compiled frozen dataclasses unpickle through their constructor
+(``records.pickle_frozen_by_fields``). A compiled module checks its type hints when it
+runs: a hint that lies is a TypeError there, so a module joins the list only once the whole
+suite passes with it compiled.
 """
 
 from __future__ import annotations
@@ -28,6 +32,11 @@ SRC = ROOT / "src"
 BUILD = ROOT / "build" / "native"
 
 MODULES = [
+    "dovecote/core/commands.py",
+    "dovecote/core/destinations.py",
+    "dovecote/core/ids.py",
+    "dovecote/core/message.py",
+    "dovecote/core/selector.py",
     "dovecote/protocol/openwire/ack_frames.py",
     "dovecote/protocol/openwire/codec.py",
     "dovecote/protocol/openwire/compiled.py",

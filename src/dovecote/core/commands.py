@@ -13,7 +13,7 @@ from enum import IntEnum
 from dovecote.core.destinations import Destination
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
 from dovecote.core.message import Message
-from dovecote.core.records import per_message_record
+from dovecote.core.records import per_message_record, pickle_frozen_by_fields
 
 # Default prefetch sizes, ActiveMQ's ActiveMQPrefetchPolicy (SPEC C2).
 QUEUE_PREFETCH = 1000
@@ -184,3 +184,6 @@ Command = (
     | RemoveSubscriptionInfo
     | DestinationInfo
 )
+
+
+pickle_frozen_by_fields(__name__)

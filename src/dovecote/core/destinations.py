@@ -13,6 +13,7 @@ from enum import StrEnum
 from functools import lru_cache
 
 from dovecote.core.errors import InvalidDestinationError
+from dovecote.core.records import pickle_frozen_by_fields
 
 
 class DestinationType(StrEnum):
@@ -128,3 +129,6 @@ def destination_matches(subscribed: Destination, actual: Destination) -> bool:
     if subscribed == actual:
         return True
     return subscribed.type == actual.type and wildcard_matches(subscribed.name, actual.name)
+
+
+pickle_frozen_by_fields(__name__)

@@ -9,6 +9,8 @@ import os
 import socket
 from dataclasses import dataclass
 
+from dovecote.core.records import pickle_frozen_by_fields
+
 
 @dataclass(frozen=True, slots=True)
 class ConnectionId:
@@ -89,3 +91,6 @@ class IdGenerator:
 
     def next_name(self) -> str:
         return f"{self._base}-{next(self._counter)}"
+
+
+pickle_frozen_by_fields(__name__)

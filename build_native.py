@@ -51,6 +51,7 @@ MODULES = [
     "dovecote/transport/listener.py",
     "dovecote/transport/openwire.py",
     "dovecote/transport/stomp.py",
+    "dovecote/transport/stream.py",
     "dovecote/broker/acks.py",
     "dovecote/broker/broker.py",
     "dovecote/broker/connection.py",

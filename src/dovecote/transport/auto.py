@@ -15,6 +15,7 @@ from dovecote.broker.broker import Broker
 from dovecote.transport.listener import Listener
 from dovecote.transport.openwire import OpenWireConnection, OpenWireListenerSettings
 from dovecote.transport.stomp import StompConnection, StompListenerSettings
+from dovecote.transport.stream import Stream
 
 log = logging.getLogger("dovecote.auto")
 DETECT_TIMEOUT_S = 30.0
@@ -41,15 +42,15 @@ class AutoServer(Listener):
         self.stomp = stomp
         self.openwire = openwire
 
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def serve(self, stream: Stream) -> None:
         try:
-            first = await asyncio.wait_for(reader.read(1), DETECT_TIMEOUT_S)
+            first = await asyncio.wait_for(stream.read(1), DETECT_TIMEOUT_S)
         except TimeoutError:
             first = b""
         if not first:
-            writer.close()
+            stream.close()
             return
         if first == b"\x00":
-            await OpenWireConnection(self.broker, self.openwire, reader, writer, first).run()
+            await OpenWireConnection(self.broker, self.openwire, stream, first).run()
         else:
-            await StompConnection(self.broker, self.stomp, reader, writer, first).run()
+            await StompConnection(self.broker, self.stomp, stream, first).run()

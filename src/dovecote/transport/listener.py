@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from dovecote.core.commands import SendMessage
+from dovecote.transport.stream import Stream
 
 if TYPE_CHECKING:
     from dovecote.broker.broker import Broker
@@ -33,6 +34,10 @@ class Listener:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
+    def _new_stream(self) -> Stream:
+        # Reading pauses beyond two chunks unread (asyncio's streams: twice their limit).
+        return Stream(self._accept, 2 * READ_CHUNK)
+
     @property
     def port(self) -> int:
         assert self._server is not None
@@ -42,8 +47,11 @@ class Listener:
         return int(sockets[0].getsockname()[1])
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._accept, self.host, self.requested_port, limit=READ_CHUNK
+        # Any: a Stream is a protocol by its methods, not by inheriting asyncio's Protocol
+        # (a compiled class cannot).
+        factory = cast(Any, self._new_stream)
+        self._server = await asyncio.get_running_loop().create_server(
+            factory, self.host, self.requested_port
         )
         log.info("%s listening on %s:%d", self.name, self.host, self.port)
 
@@ -58,23 +66,23 @@ class Listener:
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, stream: Stream) -> None:
         task = asyncio.current_task()
         assert task is not None
         if len(self._connections) >= self.max_connections:
-            self.refuse(writer)
-            writer.close()
+            self.refuse(stream)
+            stream.close()
             return
         self._connections.add(task)
         try:
-            await self.serve(reader, writer)
+            await self.serve(stream)
         finally:
             self._connections.discard(task)
 
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def serve(self, stream: Stream) -> None:
         raise NotImplementedError
 
-    def refuse(self, writer: asyncio.StreamWriter) -> None:
+    def refuse(self, stream: Stream) -> None:
         """Say why before closing, where the protocol can."""
 
 
@@ -83,12 +91,10 @@ class BatchedWriter:
     many messages costs one syscall, not one per message. ``drain`` (and ``close``) send
     what is queued first, so nothing is reordered or lost."""
 
-    __slots__ = ("_draining", "_out", "_scheduled", "last_write", "on_written", "writer")
+    __slots__ = ("_draining", "_out", "_scheduled", "last_write", "on_written", "stream")
 
-    def __init__(
-        self, writer: asyncio.StreamWriter, on_written: Callable[[], None] | None = None
-    ) -> None:
-        self.writer = writer
+    def __init__(self, stream: Stream, on_written: Callable[[], None] | None = None) -> None:
+        self.stream = stream
         self._out: list[bytes] = []
         self._scheduled = False
         self.last_write = time.monotonic()
@@ -98,7 +104,7 @@ class BatchedWriter:
         self._draining: asyncio.Task[None] | None = None
 
     def is_closing(self) -> bool:
-        return self.writer.is_closing()
+        return self.stream.is_closing()
 
     def write(self, data: bytes) -> None:
         # (A closing writer is found at the flush, which drops what was queued: checking on
@@ -118,8 +124,8 @@ class BatchedWriter:
     def flush(self) -> None:
         self._scheduled = False
         if self._out:
-            if not self.writer.is_closing():
-                self.writer.write(b"".join(self._out))
+            if not self.stream.is_closing():
+                self.stream.write(b"".join(self._out))
                 self.last_write = time.monotonic()
                 if self.on_written is not None:
                     self._notify_written()
@@ -127,28 +133,28 @@ class BatchedWriter:
 
     def _notify_written(self) -> None:
         assert self.on_written is not None
-        if self.writer.transport.get_write_buffer_size() <= WRITTEN_MARK:
+        if self.stream.transport.get_write_buffer_size() <= WRITTEN_MARK:
             self.on_written()
         elif self._draining is None:
             self._draining = asyncio.ensure_future(self._drain_then_notify())
 
     async def _drain_then_notify(self) -> None:
         try:
-            await self.writer.drain()
+            await self.stream.drain()
         except ConnectionError:
             return  # the peer is gone: nothing more will be written
         finally:
             self._draining = None
-        if self.on_written is not None and not self.writer.is_closing():
+        if self.on_written is not None and not self.stream.is_closing():
             self._notify_written()
 
     async def drain(self) -> None:
         self.flush()
-        await self.writer.drain()
+        await self.stream.drain()
 
     def close(self) -> None:
         self.flush()
-        self.writer.close()
+        self.stream.close()
 
 
 MAX_BATCHED_SENDS = 256

@@ -1,5 +1,5 @@
-"""The OpenWire listener (SPEC P2, P3): asyncio streams around the sans-I/O codec and
-converter.
+"""The OpenWire listener (SPEC P2, P3): a connection stream (transport/stream.py) around the
+sans-I/O codec and converter.
 
 On accept the broker sends its WireFormatInfo and a BrokerInfo at once; the client's first
 frame must be its WireFormatInfo, after which both sides speak the negotiated format (loose,
@@ -46,6 +46,7 @@ from dovecote.transport.listener import (
     Listener,
     SendBatch,
 )
+from dovecote.transport.stream import Stream
 
 log = logging.getLogger("dovecote.openwire")
 
@@ -68,8 +69,8 @@ class OpenWireServer(Listener):
         self.broker = broker
         self.settings = settings
 
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await OpenWireConnection(self.broker, self.settings, reader, writer).run()
+    async def serve(self, stream: Stream) -> None:
+        await OpenWireConnection(self.broker, self.settings, stream).run()
 
 
 class OpenWireConnection:
@@ -77,16 +78,14 @@ class OpenWireConnection:
         self,
         broker: Broker,
         settings: OpenWireListenerSettings,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        stream: Stream,
         initial: bytes = b"",
     ) -> None:
         self.initial = initial
         self.broker = broker
         self.settings = settings
-        self.reader = reader
-        self.writer = writer
-        self.out = BatchedWriter(writer)
+        self.stream = stream
+        self.out = BatchedWriter(stream)
         self.frames = FrameReader(settings.max_frame_size)
         self.marshaller = Marshaller()
         self.converter = OpenWireConverter(
@@ -124,14 +123,14 @@ class OpenWireConnection:
                 await self.broker.remove_connection(self._registered)
             self.out.close()
             with contextlib.suppress(ConnectionError, OSError):
-                await self.writer.wait_closed()
+                await self.stream.wait_closed()
 
     async def _read_loop(self) -> None:
         # Bytes an auto-detecting listener already read come first.
         data, self.initial = self.initial, b""
         while True:
             if not data:
-                data = await self.reader.read(READ_CHUNK)
+                data = await self.stream.read(READ_CHUNK)
             self._last_read = time.monotonic()
             if not data:
                 return
@@ -298,21 +297,21 @@ class OpenWireConnection:
         self._timers.append(asyncio.create_task(self._watch(interval, initial_delay_ms / 1000)))
 
     async def _keep_alive(self, every: float) -> None:
-        while not self.writer.is_closing():
+        while not self.stream.is_closing():
             await asyncio.sleep(every)
             if time.monotonic() - self.out.last_write >= every * 0.9:
                 self._write(Structure(KEEP_ALIVE_INFO, {"commandId": 0}))
 
     async def _watch(self, interval: float, initial_delay: float) -> None:
         await asyncio.sleep(initial_delay)
-        while not self.writer.is_closing():
+        while not self.stream.is_closing():
             silent = time.monotonic() - self._last_read
             if silent >= interval:
                 log.info(
                     "OpenWire connection %s silent for %.1fs; dropping it",
                     self.converter.connection_id, silent,
                 )  # fmt: skip
-                self.writer.close()
+                self.stream.close()
                 return
             await asyncio.sleep(interval - silent)
 

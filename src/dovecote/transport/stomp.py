@@ -1,4 +1,5 @@
-"""The STOMP listener: asyncio streams around the sans-I/O parser and converter.
+"""The STOMP listener: a connection stream (transport/stream.py) around the sans-I/O parser
+and converter.
 
 Each connection runs one task that reads bytes, parses frames and awaits the broker for
 each in turn, so a RECEIPT is written only after the broker finished the frame's commands
@@ -27,6 +28,7 @@ from dovecote.core.errors import BrokerError, DovecoteError, ProtocolError
 from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
 from dovecote.protocol.stomp.converter import StompConverter, StompRequest
 from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener, SendBatch
+from dovecote.transport.stream import Stream
 
 log = logging.getLogger("dovecote.stomp")
 
@@ -57,11 +59,11 @@ class StompServer(Listener):
         self.broker = broker
         self.settings = settings
 
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await StompConnection(self.broker, self.settings, reader, writer).run()
+    async def serve(self, stream: Stream) -> None:
+        await StompConnection(self.broker, self.settings, stream).run()
 
-    def refuse(self, writer: asyncio.StreamWriter) -> None:
-        writer.write(encode_frame(Frame("ERROR", (("message", "too many connections"),)), "1.0"))
+    def refuse(self, stream: Stream) -> None:
+        stream.write(encode_frame(Frame("ERROR", (("message", "too many connections"),)), "1.0"))
 
 
 class StompConnection:
@@ -69,16 +71,14 @@ class StompConnection:
         self,
         broker: Broker,
         settings: StompListenerSettings,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        stream: Stream,
         initial: bytes = b"",
     ) -> None:
         self.initial = initial
         self.broker = broker
         self.settings = settings
-        self.reader = reader
-        self.writer = writer
-        self.out = BatchedWriter(writer, on_written=self._written)
+        self.stream = stream
+        self.out = BatchedWriter(stream, on_written=self._written)
         self.connection_id = broker.ids.next_connection_id()
         self.converter = StompConverter(self.connection_id, settings.heartbeat_ms)
         self.parser = FrameParser(
@@ -86,7 +86,7 @@ class StompConnection:
             max_header_size=settings.max_header_size,
             max_headers=settings.max_headers,
         )
-        self.peer = writer.get_extra_info("peername")
+        self.peer = stream.get_extra_info("peername")
         self._registered = False
         self._last_read = time.monotonic()
         self._timers: list[asyncio.Task[None]] = []
@@ -114,7 +114,7 @@ class StompConnection:
                 await self.broker.remove_connection(self.connection_id)
             self.out.close()
             with contextlib.suppress(ConnectionError, OSError):
-                await self.writer.wait_closed()
+                await self.stream.wait_closed()
             log.debug("STOMP connection %s closed", self.connection_id)
 
     async def _read_loop(self) -> None:
@@ -122,7 +122,7 @@ class StompConnection:
         data, self.initial = self.initial, b""
         while True:
             if not data:
-                data = await self.reader.read(READ_CHUNK)
+                data = await self.stream.read(READ_CHUNK)
             self._last_read = time.monotonic()
             if not data:
                 return
@@ -258,7 +258,7 @@ class StompConnection:
         await asyncio.sleep(CONNECT_TIMEOUT_S)
         if not self.converter.connected:
             log.info("STOMP connection %s sent no CONNECT; dropping it", self.connection_id)
-            self.writer.close()
+            self.stream.close()
 
     def _start_heartbeats(self) -> None:
         beat = self.converter.heartbeat
@@ -269,13 +269,13 @@ class StompConnection:
             self._timers.append(asyncio.create_task(self._watch_silence(limit)))
 
     async def _send_heartbeats(self, interval: float) -> None:
-        while not self.writer.is_closing():
+        while not self.stream.is_closing():
             await asyncio.sleep(interval)
             if time.monotonic() - self.out.last_write >= interval * 0.9:
                 self.out.write(b"\n")
 
     async def _watch_silence(self, limit: float) -> None:
-        while not self.writer.is_closing():
+        while not self.stream.is_closing():
             silent = time.monotonic() - self._last_read
             if silent >= limit:
                 log.info(
@@ -284,6 +284,6 @@ class StompConnection:
                     silent,
                     limit,
                 )
-                self.writer.close()
+                self.stream.close()
                 return
             await asyncio.sleep(limit - silent)

@@ -7,6 +7,7 @@ import pickle
 
 import pytest
 
+from dovecote.core.destinations import Destination, DestinationType
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId
 
 
@@ -26,3 +27,30 @@ def test_equal_ids_find_each_other_and_near_misses_do_not(
         assert miss not in table
     other = ProducerId if kind is ConsumerId else ConsumerId
     assert other(session(), 3) not in table  # same numbers, another kind of id
+
+
+@pytest.mark.parametrize(
+    ("key", "same", "misses"),
+    [
+        (ConnectionId("ID:host-1"), ConnectionId("ID:host-1"), [ConnectionId("ID:host-2")]),
+        (session(), session(), [session(value=2), session("ID:host-2")]),
+        (
+            Destination(DestinationType.QUEUE, "orders"),
+            Destination(DestinationType.QUEUE, "orders"),
+            [
+                Destination(DestinationType.TOPIC, "orders"),  # same name, same hash
+                Destination(DestinationType.TEMP_QUEUE, "orders"),
+                Destination(DestinationType.QUEUE, "orders.eu"),
+            ],
+        ),
+    ],
+    ids=["connection", "session", "destination"],
+)
+def test_hand_hashed_records_find_their_equals_only(
+    key: object, same: object, misses: list[object]
+) -> None:
+    table = {key: "found"}
+    assert table[same] == "found"
+    assert table[pickle.loads(pickle.dumps(key))] == "found"
+    for miss in misses:
+        assert miss not in table

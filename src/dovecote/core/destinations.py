@@ -36,6 +36,13 @@ class Destination:
         if not self.name:
             raise InvalidDestinationError(f"empty {self.type} name")
 
+    def __hash__(self) -> int:
+        # A key of several lookups per message. The generated hash is interpreted Python
+        # and hashes the type through Enum.__hash__ (interpreted too); the name alone is
+        # enough (equal destinations have equal names; queue://A and topic://A share a
+        # hash and equality tells them apart).
+        return hash(self.name)
+
     @property
     def is_queue(self) -> bool:
         return self.type in _QUEUE_TYPES

@@ -16,6 +16,11 @@ from dovecote.core.records import pickle_frozen_by_fields
 class ConnectionId:
     value: str
 
+    def __hash__(self) -> int:
+        # Looked up for every send: the generated hash is interpreted Python (a tuple of
+        # one), this one compiled (build_native.py). Equal ids have equal values.
+        return hash(self.value)
+
     def __str__(self) -> str:
         return self.value
 
@@ -24,6 +29,9 @@ class ConnectionId:
 class SessionId:
     connection_id: ConnectionId
     value: int
+
+    def __hash__(self) -> int:
+        return hash((self.connection_id.value, self.value))
 
     def __str__(self) -> str:
         return f"{self.connection_id}:{self.value}"

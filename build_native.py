@@ -42,6 +42,7 @@ MODULES = [
     "dovecote/protocol/openwire/compiled.py",
     "dovecote/protocol/openwire/converter.py",
     "dovecote/protocol/openwire/dispatch_frames.py",
+    "dovecote/protocol/openwire/mutf8.py",
     "dovecote/protocol/openwire/send_frames.py",
     "dovecote/protocol/openwire/straight.py",
     "dovecote/protocol/stomp/converter.py",

@@ -9,6 +9,7 @@ import os
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from contract import Q, StoreContract, msg
@@ -491,8 +492,8 @@ def test_batch_encoder_writes_what_encode_batch_writes_and_survives_a_failure(
 ) -> None:
     """The hot path's record (header and a view of the packer's buffer, written with one
     pwritev) is byte for byte the plain encoding, record after record from one reused
-    packer; a failure while a record is open leaves the packer empty for the next; the
-    records read back with their checksums."""
+    packer; a record left open or failed while packing leaves the packer empty for the next;
+    the records read back with their checksums."""
     from dovecote.store.journal import datafiles
     from dovecote.store.journal.records import (
         BatchEncoder,
@@ -509,16 +510,21 @@ def test_batch_encoder_writes_what_encode_batch_writes_and_survives_a_failure(
         [UpdateRedelivery(Q, big.message_id, 3)],
     ]
     encoder = BatchEncoder()
+    unpackable = cast(Any, object())
     files = datafiles.DataFiles(tmp_path, 1 << 20)
     files.open_for_append()
     for ops in batches:
-        with encoder.parts(ops) as (header, payload):
-            assert header + bytes(payload) == encode_batch(ops)
-            files.append(header, payload)
-        with pytest.raises(RuntimeError), encoder.parts(ops):
-            raise RuntimeError("a failure while the record is open")
-    with encoder.parts(batches[0]) as (header, payload):
-        assert header + bytes(payload) == encode_batch(batches[0])
+        header, payload = encoder.parts(ops)
+        assert header + bytes(payload) == encode_batch(ops)
+        files.append(header, payload)
+        encoder.release()
+        encoder.parts(ops)  # left open (a failure before its release): the next starts anew
+        with pytest.raises(TypeError):  # fails while packing
+            encoder.parts([*ops, SequencedAdd(9, replace(msg(9), properties={"k": unpackable}))])
+    header, payload = encoder.parts(batches[0])
+    assert header + bytes(payload) == encode_batch(batches[0])
+    encoder.release()
+    encoder.release()  # twice is harmless
     files.close()
     read = datafiles.DataFiles(tmp_path, 1 << 20)
     assert [decode_batch(payload) for _, payload in read.scan(None)] == batches

@@ -23,6 +23,7 @@ from dovecote.protocol.openwire import (
     negotiate,
 )
 from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.mutf8 import decode_mutf8, encode_mutf8
 from dovecote.protocol.openwire.primitives import (
     JavaByte,
     JavaChar,
@@ -30,11 +31,9 @@ from dovecote.protocol.openwire.primitives import (
     JavaInt,
     JavaShort,
     decode_map,
-    decode_mutf8,
     decode_stream_body,
     decode_text_body,
     encode_map,
-    encode_mutf8,
     encode_stream_body,
     encode_text_body,
 )

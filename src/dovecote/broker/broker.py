@@ -366,7 +366,7 @@ class Broker:
                 if record.origin is not None:
                     origins.append(record.origin)
         if origins:
-            task = asyncio.ensure_future(self._dispatch_all(origins))
+            task = asyncio.get_running_loop().create_task(self._dispatch_all(origins))
             task.add_done_callback(log_failure("a dispatch after a write"))
 
     async def _dispatch_all(self, origins: list[Queue | TopicSubscription]) -> None:

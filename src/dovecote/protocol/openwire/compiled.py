@@ -21,7 +21,7 @@ from functools import cache
 from typing import Any, Final, TypeVar, cast
 
 from dovecote.core.errors import RemoteProtocolError
-from dovecote.protocol.openwire.primitives import decode_mutf8, encode_mutf8
+from dovecote.protocol.openwire.mutf8 import decode_mutf8, encode_mutf8
 from dovecote.protocol.openwire.schema import (
     COMMANDS,
     CONNECTION_ID,

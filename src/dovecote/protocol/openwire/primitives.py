@@ -14,6 +14,7 @@ import struct
 from typing import Any, Final
 
 from dovecote.core.errors import RemoteProtocolError
+from dovecote.protocol.openwire.mutf8 import decode_mutf8, encode_mutf8
 
 NULL, BOOLEAN, BYTE, CHAR, SHORT, INTEGER, LONG, DOUBLE, FLOAT = range(9)
 STRING, BYTE_ARRAY, MAP, LIST, BIG_STRING = range(9, 14)
@@ -38,28 +39,6 @@ class JavaFloat(float):
 
 class JavaChar(str):
     pass
-
-
-def encode_mutf8(text: str) -> bytes:
-    """Java's modified UTF-8: NUL as C0 80, astral characters as two 3-byte surrogates."""
-    if text.isascii() and "\x00" not in text:
-        return text.encode("ascii")
-    utf16 = text.encode("utf-16-be", "surrogatepass")
-    units = "".join(chr(int.from_bytes(utf16[i : i + 2], "big")) for i in range(0, len(utf16), 2))
-    return units.encode("utf-8", "surrogatepass").replace(b"\x00", b"\xc0\x80")
-
-
-def decode_mutf8(data: bytes) -> str:
-    if data.isascii():
-        return data.decode("ascii")
-    try:
-        text = data.replace(b"\xc0\x80", b"\x00").decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError as exc:
-        raise RemoteProtocolError(f"invalid modified UTF-8: {exc.reason}") from None
-    if any("\ud800" <= ch <= "\udfff" for ch in text):
-        # Re-join surrogate pairs into the characters they stand for.
-        return text.encode("utf-16-be", "surrogatepass").decode("utf-16-be", "replace")
-    return text
 
 
 class Reader:

@@ -12,7 +12,7 @@ from typing import Final, Generic, TypeVar
 from dovecote.protocol.openwire.codec import Structure
 from dovecote.protocol.openwire.compiled import Reader, layouts, value_tails
 from dovecote.protocol.openwire.converter import OpenWireConverter
-from dovecote.protocol.openwire.primitives import decode_mutf8
+from dovecote.protocol.openwire.mutf8 import decode_mutf8
 
 K = TypeVar("K")
 V = TypeVar("V")

@@ -241,10 +241,14 @@ class JournalPersistenceAdapter:
         assert files is not None and index is not None
         written: list[tuple[Location, list[JournalOp]]] = []
         size = 0
+        encoder = self._encoder
         for ops in _records([batch for batch, _ in group]):
-            with self._encoder.parts(ops) as (header, payload):
+            header, payload = encoder.parts(ops)
+            try:
                 size += len(header) + len(payload)
                 written.append((files.append(header, payload), ops))
+            finally:
+                encoder.release()
         head = files.head
         # One fsync covers every batch of the group: this is the group commit. A group of
         # batches that asked for none (acks nobody waits for) is left to the next one.

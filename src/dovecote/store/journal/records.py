@@ -4,8 +4,7 @@ and the msgpack encoding of the store's operations and of messages."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -121,17 +120,24 @@ class BatchEncoder:
 
     def __init__(self) -> None:
         self._packer = msgpack.Packer(autoreset=False, use_bin_type=True)
+        self._payload: memoryview | None = None
 
-    @contextmanager
-    def parts(self, ops: Sequence[JournalOp]) -> Iterator[tuple[bytes, memoryview]]:
-        """The header and payload of ``ops``' record, valid inside the ``with`` only."""
-        packer = self._packer
-        try:
-            packer.pack([encode_op(op) for op in ops])
-            with packer.getbuffer() as payload:
-                yield record_header(payload), payload
-        finally:
-            packer.reset()
+    def parts(self, ops: Sequence[JournalOp]) -> tuple[bytes, memoryview]:
+        """The header and payload of ``ops``' record; the payload is valid until ``release``
+        (a method pair, not a context manager: contextlib's is interpreted, and this runs
+        once per record)."""
+        self.release()
+        # (A failure inside pack leaves the packer empty: msgpack resets it.)
+        self._packer.pack([encode_op(op) for op in ops])
+        payload = self._payload = self._packer.getbuffer()
+        return record_header(payload), payload
+
+    def release(self) -> None:
+        """Let go of the last payload (the packer's buffer is then reused)."""
+        if self._payload is not None:
+            self._payload.release()
+            self._payload = None
+            self._packer.reset()
 
 
 def decode_batch(payload: bytes) -> list[JournalOp]:

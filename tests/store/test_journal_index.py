@@ -69,9 +69,20 @@ def dump(index: Index) -> dict[str, object]:
     return state
 
 
-def built(path: Path, before: list[list[JournalOp]], run: list[list[JournalOp]], fast: bool):
+def built(
+    path: Path,
+    before: list[list[JournalOp]],
+    run: list[list[JournalOp]],
+    fast: bool,
+    new_file_at: int = 0,
+):
+    """The index after ``before`` then ``run``; from record ``new_file_at`` on (counting
+    from 1; 0: never) the records lie in a second data file."""
     index = Index(str(path))
-    records = [(Location(1, 100 * i), ops) for i, ops in enumerate(before + run, start=1)]
+    records = [
+        (Location(2 if 0 < new_file_at <= i else 1, 100 * i), ops)
+        for i, ops in enumerate(before + run, start=1)
+    ]
     with index.env.begin(write=True) as txn:
         for location, ops in records[: len(before)]:
             index.note_file(txn, location.file_id)
@@ -86,13 +97,16 @@ def built(path: Path, before: list[list[JournalOp]], run: list[list[JournalOp]],
     return index
 
 
+@pytest.mark.parametrize(
+    "new_file_at", [0, 2, 3], ids=["one file", "file 2 from 2", "file 2 from 3"]
+)
 @pytest.mark.parametrize("case", CASES)
 def test_applying_a_run_at_once_gives_the_index_applying_each_gives(
-    tmp_path: Path, case: str
+    tmp_path: Path, case: str, new_file_at: int
 ) -> None:
     before, run = CASES[case]
-    one_by_one = built(tmp_path / "each", before, run, fast=False)
-    at_once = built(tmp_path / "run", before, run, fast=True)
+    one_by_one = built(tmp_path / "each", before, run, fast=False, new_file_at=new_file_at)
+    at_once = built(tmp_path / "run", before, run, fast=True, new_file_at=new_file_at)
     try:
         assert dump(at_once) == dump(one_by_one)
     finally:

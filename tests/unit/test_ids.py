@@ -54,3 +54,5 @@ def test_hand_hashed_records_find_their_equals_only(
     assert table[pickle.loads(pickle.dumps(key))] == "found"
     for miss in misses:
         assert miss not in table
+        assert miss != key
+    assert key != str(key)  # not equal to its text

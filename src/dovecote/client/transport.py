@@ -79,6 +79,7 @@ class ClientTransport:
         self._write_lock = threading.Lock()
         self._negotiated = threading.Event()
         self._closed = threading.Event()
+        self._close_lock = threading.Lock()
         self._sock: socket.socket | None = None
         self._last_read = self._last_write = time.monotonic()
         self.round_trips = 0
@@ -108,9 +109,16 @@ class ClientTransport:
             raise TransportClosedError("the connection is closed")
         self.sent[structure.type] += 1
         data = self.marshaller.frame(structure)
-        with self._write_lock:
-            self._sock.sendall(data)
-            self._last_write = time.monotonic()
+        try:
+            with self._write_lock:
+                self._sock.sendall(data)
+                self._last_write = time.monotonic()
+        except OSError as exc:
+            # The broker went away under a send (reset, broken pipe) before the reader saw
+            # it: fail the transport here, so that a failover connection is reconnecting by
+            # the time the caller retries, and the caller sees the same error either way.
+            self._fail(exc)
+            raise TransportClosedError(f"the connection failed while sending: {exc}") from exc
 
     def oneway(self, structure: Structure) -> None:
         structure.fields["commandId"] = next(self._ids)
@@ -194,17 +202,21 @@ class ClientTransport:
                 return
 
     def _fail(self, exc: Exception) -> None:
-        self.close()
+        if not self.close():
+            return  # closed already: by the user, or failed by the reader or a sender first
         self.on_failure(exc)  # first, so a failover connection is reconnecting before...
         for future in list(self._pending.values()):  # ...the waiting requests retry
             if not future.done():
                 future.set_exception(TransportClosedError(str(exc)))
 
-    def close(self) -> None:
-        if self._closed.is_set():
-            return
-        self._closed.set()
+    def close(self) -> bool:
+        """Close the socket; True when this call closed it (False: it was closed already)."""
+        with self._close_lock:
+            if self._closed.is_set():
+                return False
+            self._closed.set()
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)
             self._sock.close()
+        return True

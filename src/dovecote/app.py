@@ -4,7 +4,6 @@ together. The CLI and the test fixtures both go through here."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from dovecote.broker.broker import Broker
 from dovecote.config import Config
@@ -14,9 +13,7 @@ from dovecote.store.memory import MemoryPersistenceAdapter
 from dovecote.transport.auto import AutoListenerSettings, AutoServer
 from dovecote.transport.openwire import OpenWireListenerSettings, OpenWireServer
 from dovecote.transport.stomp import StompListenerSettings, StompServer
-
-if TYPE_CHECKING:
-    from dovecote.web.admin import AdminServer
+from dovecote.web.console import Console
 
 log = logging.getLogger("dovecote")
 
@@ -97,11 +94,9 @@ class BrokerApp:
                 openwire_settings(config),
             )
 
-        self.console: AdminServer | None = None
+        self.console: Console | None = None
         if config.console.enabled:
-            from dovecote.web.admin import AdminServer  # Starlette and uvicorn only when on
-
-            self.console = AdminServer(self.broker, config.console.host, config.console.port)
+            self.console = Console(self.broker, config.console.host, config.console.port)
 
     async def start(self) -> None:
         await self.broker.start()

@@ -1,82 +1,57 @@
-"""The ``dovecote`` command: ``dovecote broker`` runs the broker in the foreground."""
+"""The ``dovecote`` command: ``dovecote broker`` runs the broker in the foreground; the other
+commands are client tools (produce, consume, browse, purge, dstat).
+
+argparse rather than typer: typer (0.2x) validates its options through pydantic, about
+11 MiB that the broker process would carry for as long as it runs, a quarter of an idle
+broker; argparse comes with Python and costs nothing further.
+"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
 import logging
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from dovecote import __version__
-from dovecote.app import BrokerApp
-from dovecote.config import ConfigError, load_config
+from dovecote.config import ConfigError, load_config, with_ports
 from dovecote.core.errors import DovecoteError
 
-app = typer.Typer(
-    help="dovecote: an ActiveMQ-Classic-compatible message broker.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+if TYPE_CHECKING:
+    from dovecote.app import BrokerApp
+
+DEFAULT_URL = "tcp://127.0.0.1:61616"
 
 
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"dovecote {__version__}")
-        raise typer.Exit()
+class CommandError(Exception):
+    """A command failed in a way the user can act on; ``exit_code`` is the process's."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
-@app.callback()
-def main_options(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
-    ] = False,
-) -> None:
-    """dovecote: an ActiveMQ-Classic-compatible message broker."""
-
-
-@app.command()
-def broker(
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", help="TOML configuration file (default: built-in)."),
-    ] = None,
-    stomp_port: Annotated[
-        int | None, typer.Option(help="Override the STOMP port (0 picks a free one).")
-    ] = None,
-    openwire_port: Annotated[
-        int | None, typer.Option(help="Override the OpenWire port (0 picks a free one).")
-    ] = None,
-    console_port: Annotated[
-        int | None, typer.Option(help="Override the admin/console port (0 picks a free one).")
-    ] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
-) -> None:
+def broker(args: argparse.Namespace) -> None:
     """Run the broker in the foreground until Ctrl-C or SIGTERM."""
     logging.basicConfig(
-        level=log_level.upper(),
+        level=args.log_level.upper(),
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     try:
-        cfg = load_config(config)
+        cfg = load_config(args.config)
     except ConfigError as exc:
-        typer.echo(f"dovecote: {exc}", err=True)
-        raise typer.Exit(2) from None
-    if stomp_port is not None:
-        cfg = cfg.model_copy(update={"stomp": cfg.stomp.model_copy(update={"port": stomp_port})})
-    if openwire_port is not None:
-        cfg = cfg.model_copy(
-            update={"openwire": cfg.openwire.model_copy(update={"port": openwire_port})}
-        )
-    if console_port is not None:
-        cfg = cfg.model_copy(
-            update={"console": cfg.console.model_copy(update={"port": console_port})}
-        )
+        raise CommandError(str(exc), 2) from None
+    cfg = with_ports(
+        cfg, stomp=args.stomp_port, openwire=args.openwire_port, console=args.console_port
+    )
+    from dovecote.app import BrokerApp  # the broker's modules: not for the client tools
+
     try:
         import uvloop
 
@@ -86,8 +61,7 @@ def broker(
     try:
         asyncio.run(_serve(BrokerApp(cfg)))
     except OSError as exc:
-        typer.echo(f"dovecote: cannot start the broker: {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise CommandError(f"cannot start the broker: {exc}", 1) from None
 
 
 async def _serve(broker_app: BrokerApp) -> None:
@@ -117,72 +91,33 @@ async def _serve(broker_app: BrokerApp) -> None:
         await broker_app.stop()
 
 
-URL_OPTION = typer.Option("--url", "-u", help="Broker URL (dovecote or ActiveMQ).")
-
-
-@app.command()
-def produce(
-    destination: Annotated[str, typer.Argument(help="queue://NAME, topic://NAME or NAME.")],
-    url: Annotated[str, URL_OPTION] = "tcp://127.0.0.1:61616",
-    count: Annotated[int, typer.Option(help="Messages to send.")] = 1000,
-    size: Annotated[int, typer.Option(help="Body size in bytes.")] = 1024,
-    persistent: Annotated[bool, typer.Option(help="Persistent messages.")] = True,
-) -> None:
+def produce(args: argparse.Namespace) -> None:
     """Send COUNT text messages of SIZE bytes."""
-    typer.echo(_tool("produce", url, destination, count, size, persistent))
+    print(_tool("produce", args.url, args.destination, args.count, args.size, args.persistent))
 
 
-@app.command()
-def consume(
-    destination: Annotated[str, typer.Argument(help="queue://NAME, topic://NAME or NAME.")],
-    url: Annotated[str, URL_OPTION] = "tcp://127.0.0.1:61616",
-    count: Annotated[int, typer.Option(help="Stop after this many messages.")] = 1000,
-    timeout: Annotated[float, typer.Option(help="Stop after this many idle seconds.")] = 10.0,
-) -> None:
+def consume(args: argparse.Namespace) -> None:
     """Receive up to COUNT messages."""
-    typer.echo(_tool("consume", url, destination, count, timeout))
+    print(_tool("consume", args.url, args.destination, args.count, args.timeout))
 
 
-@app.command()
-def browse(
-    destination: Annotated[str, typer.Argument(help="queue://NAME or NAME.")],
-    url: Annotated[str, URL_OPTION] = "tcp://127.0.0.1:61616",
-    limit: Annotated[int, typer.Option(help="Messages to print.")] = 20,
-) -> None:
+def browse(args: argparse.Namespace) -> None:
     """Show the messages on a queue without consuming them."""
-    lines, summary = _tool("browse", url, destination, limit)
+    lines, summary = _tool("browse", args.url, args.destination, args.limit)
     for line in lines:
-        typer.echo(line)
-    typer.echo(summary)
+        print(line)
+    print(summary)
 
 
-ADMIN_OPTION = typer.Option(
-    "--admin", "-a", help="dovecote's admin API, e.g. http://127.0.0.1:8161 (else over --url)."
-)
-
-
-@app.command()
-def purge(
-    destination: Annotated[str, typer.Argument(help="queue://NAME or NAME.")],
-    url: Annotated[str, URL_OPTION] = "tcp://127.0.0.1:61616",
-    admin: Annotated[str | None, ADMIN_OPTION] = None,
-) -> None:
+def purge(args: argparse.Namespace) -> None:
     """Remove every message from a queue."""
-    typer.echo(_tool("purge", url, destination, admin))
+    print(_tool("purge", args.url, args.destination, args.admin))
 
 
-@app.command()
-def dstat(
-    kind: Annotated[str, typer.Argument(help="all, queue or topic.")] = "all",
-    url: Annotated[str, URL_OPTION] = "tcp://127.0.0.1:61616",
-    admin: Annotated[str | None, ADMIN_OPTION] = None,
-    interval: Annotated[
-        float, typer.Option(help="Seconds between two samples, to show rates (0: one sample).")
-    ] = 0.0,
-) -> None:
+def dstat(args: argparse.Namespace) -> None:
     """Destination statistics: sizes, producers, consumers, enqueues, dequeues."""
-    for line in _tool("dstat", url, admin, kind, interval):
-        typer.echo(line)
+    for line in _tool("dstat", args.url, args.admin, args.kind, args.interval):
+        print(line)
 
 
 def _tool(name: str, *args: object) -> Any:
@@ -193,9 +128,100 @@ def _tool(name: str, *args: object) -> Any:
     try:
         return getattr(tools, name)(*args)
     except (OptionError, DovecoteError, JMSError, OSError) as exc:
-        typer.echo(f"dovecote: {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise CommandError(str(exc), 1) from None
 
 
-def main() -> None:
-    app()
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="dovecote", description="dovecote: an ActiveMQ-Classic-compatible message broker."
+    )
+    top.add_argument("--version", action="version", version=f"dovecote {__version__}")
+    commands = top.add_subparsers(title="commands", metavar="COMMAND", required=True)
+
+    def command(run: Any) -> argparse.ArgumentParser:
+        doc = run.__doc__.strip()
+        sub = commands.add_parser(run.__name__, help=doc, description=doc)
+        sub.set_defaults(run=run)
+        return sub
+
+    def url(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--url", "-u", default=DEFAULT_URL, help="Broker URL (dovecote or ActiveMQ)."
+        )
+
+    def admin(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--admin",
+            "-a",
+            help="dovecote's admin API, e.g. http://127.0.0.1:8161 (else over --url).",
+        )
+
+    sub = command(broker)
+    sub.add_argument(
+        "--config", "-c", type=Path, help="TOML configuration file (default: built-in)."
+    )
+    for name, what in (("stomp", "STOMP"), ("openwire", "OpenWire"), ("console", "admin/console")):
+        sub.add_argument(
+            f"--{name}-port", type=int, help=f"Override the {what} port (0 picks a free one)."
+        )
+    sub.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="debug, info, warning or error.",
+    )
+
+    sub = command(produce)
+    sub.add_argument("destination", help="queue://NAME, topic://NAME or NAME.")
+    url(sub)
+    sub.add_argument("--count", type=int, default=1000, help="Messages to send.")
+    sub.add_argument("--size", type=int, default=1024, help="Body size in bytes.")
+    sub.add_argument(
+        "--persistent",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Persistent messages.",
+    )
+
+    sub = command(consume)
+    sub.add_argument("destination", help="queue://NAME, topic://NAME or NAME.")
+    url(sub)
+    sub.add_argument("--count", type=int, default=1000, help="Stop after this many messages.")
+    sub.add_argument(
+        "--timeout", type=float, default=10.0, help="Stop after this many idle seconds."
+    )
+
+    sub = command(browse)
+    sub.add_argument("destination", help="queue://NAME or NAME.")
+    url(sub)
+    sub.add_argument("--limit", type=int, default=20, help="Messages to print.")
+
+    sub = command(purge)
+    sub.add_argument("destination", help="queue://NAME or NAME.")
+    url(sub)
+    admin(sub)
+
+    sub = command(dstat)
+    sub.add_argument("kind", nargs="?", default="all", help="all, queue or topic.")
+    url(sub)
+    admin(sub)
+    sub.add_argument(
+        "--interval",
+        type=float,
+        default=0.0,
+        help="Seconds between two samples, to show rates (0: one sample).",
+    )
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # no command: say what there is
+        parser().print_help()
+        return
+    args = parser().parse_args(argv)
+    try:
+        args.run(args)
+    except CommandError as exc:
+        print(f"dovecote: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)

@@ -105,6 +105,7 @@ def test_a_restart_reads_each_queues_count_not_its_messages(tmp_path: Path) -> N
     a header object at start: ~30 MiB for these 50,000)."""
     total = 50_000
     with running_broker('[store]\nkind = "journal"\n', workdir=tmp_path) as broker:
+        api(broker, "/api/broker")  # the console's modules load at its first request
         empty = rss_mib(broker)
         link = Link(broker.stomp_port)
         for n in range(total):  # pipelined; one receipt at the end covers all before it

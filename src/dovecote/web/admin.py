@@ -207,35 +207,29 @@ def _message_json(m: Message) -> dict[str, object]:
 
 
 class AdminServer:
-    """uvicorn serving the admin app in the broker's own loop. uvicorn's ``serve()`` would
-    install its own SIGINT/SIGTERM handlers over the CLI's, so this drives its startup,
-    main loop and shutdown steps itself."""
+    """uvicorn serving the admin app in the broker's own loop, on the console's listening
+    socket (web/console.py binds it). uvicorn's ``serve()`` would install its own
+    SIGINT/SIGTERM handlers over the CLI's, so this drives its startup, main loop and
+    shutdown steps itself."""
 
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
-        self.host = host
-        self.port = port
+    def __init__(self, broker: Broker, sock: socket.socket) -> None:
         self._config = uvicorn.Config(
             admin_app(broker), log_level="warning", access_log=False, lifespan="off"
         )
         self._server = uvicorn.Server(self._config)
-        self._sockets: list[socket.socket] = []
+        self._sockets = [sock]
         self._loop_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        sock = socket.create_server((self.host, self.port), reuse_port=False)
-        sock.setblocking(False)
-        self.port = sock.getsockname()[1]
-        self._sockets = [sock]
         self._config.load()
         self._server.lifespan = self._config.lifespan_class(self._config)
         await self._server.startup(sockets=self._sockets)
         self._loop_task = asyncio.create_task(self._server.main_loop())
 
     async def stop(self) -> None:
+        """Stops serving; the socket stays the console's to close."""
         if self._loop_task is None:
             return
         self._server.should_exit = True
         await self._loop_task
         await self._server.shutdown(sockets=self._sockets)
-        for sock in self._sockets:
-            sock.close()

@@ -50,13 +50,19 @@ READ_STRAIGHT = {
     "topic, no destination": ack(destination=None),
     "text without ID: prefix": ack(lastMessageId=message_id(9, "host-1:1:1:9")),
     "no producer in the id": ack(lastMessageId=Structure(t.MESSAGE_ID, {"textView": "ID:x"})),
+    # As ActiveMQ's broker dispatches (and dovecote's, when the parts spell the id).
+    "id without text": ack(lastMessageId=message_id(9, None)),
+    "ids without text": ack(firstMessageId=message_id(5, None), lastMessageId=message_id(9, None)),
+    "one without text, named twice": ack(
+        firstMessageId=message_id(9, None), lastMessageId=message_id(9, None), messageCount=1
+    ),
 }
 GENERAL_PATH = {
     "response wanted": ack(responseRequired=True),
     "in a transaction": ack(transactionId=Structure(t.LOCAL_TRANSACTION_ID, {
         "connectionId": Structure(t.CONNECTION_ID, {"value": "ID:client-é-9"}), "value": 3})),
     "poison": ack(ackType=1, poisonCause=Throwable("java.lang.Exception", "bad")),
-    "id without text": ack(lastMessageId=message_id(9, None)),
+    "id with neither text nor producer": ack(lastMessageId=Structure(t.MESSAGE_ID, {})),
     "no last id": ack(lastMessageId=None),
     "no consumer": ack(consumerId=None),
 }  # fmt: skip

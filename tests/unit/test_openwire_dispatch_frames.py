@@ -12,7 +12,7 @@ from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
 from dovecote.core.message import BodyType, Message
 from dovecote.protocol.openwire import Marshaller, Structure
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.converter import OpenWireConverter
+from dovecote.protocol.openwire.converter import OpenWireConverter, message_id_text
 from dovecote.protocol.openwire.dispatch_frames import DispatchFrames
 
 PRODUCER = "ID:host-4242-1700000000000-1:1:1:1"
@@ -49,6 +49,15 @@ MESSAGES = {
     ),
     "id from STOMP": Message("ID:dovecote-1-2-3", queue("a"), b"x", BodyType.BYTES),
     "id ending in a number, no producer": Message("ID:abc:7", queue("a"), b"x", BodyType.BYTES),
+    "sequence with a leading zero": Message(f"{PRODUCER}:007", queue("a"), b"x", BodyType.BYTES),
+    "producer with a leading zero": Message(
+        "ID:host-4242-1700000000000-1:1:01:1:7", queue("a"), b"x", BodyType.BYTES
+    ),
+    "sequence beyond a long": Message(f"{PRODUCER}:{2**63}", queue("a"), b"x", BodyType.BYTES),
+    "sequence in other digits": Message(
+        f"{PRODUCER}:\u0661\u00b2", queue("a"), b"x", BodyType.BYTES
+    ),
+    "negative sequence": Message(f"{PRODUCER}:-5", queue("a"), b"x", BodyType.BYTES),
     "negative priority, huge sequence": Message(
         f"{PRODUCER}:{2**62}", queue("a"), b"x", BodyType.BYTES, priority=-1
     ),
@@ -113,3 +122,22 @@ def test_what_the_direct_writer_does_not_cover_takes_the_general_path(
     dispatch = MessageDispatch(registered(converter), message, 3)
     expected = marshaller.frame(converter.on_dispatch(dispatch))
     assert DispatchFrames(converter, marshaller).frame(dispatch) == expected
+
+
+# Ids whose producer id and sequence give their text back: sent without a textView, as
+# ActiveMQ sends the ids its clients make.
+SPELLED = {"plain", "empty bytes", "text", "empty text", "no body", "every field",
+           "properties", "negative sequence", "negative priority, huge sequence"}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(MESSAGES))
+def test_the_id_reads_back_whole_and_carries_its_text_only_when_its_parts_do_not_spell_it(
+    name: str,
+) -> None:
+    converter = OpenWireConverter(ConnectionId("ID:client-7"), "broker")
+    marshaller = Marshaller(version=12)
+    dispatch = MessageDispatch(registered(converter), MESSAGES[name], 1)
+    parsed = marshaller.parse_body(DispatchFrames(converter, marshaller).frame(dispatch)[4:])
+    message_id = parsed["message"]["messageId"]
+    assert message_id_text(message_id) == MESSAGES[name].message_id
+    assert (message_id.get("textView") is None) == (name in SPELLED)

@@ -1,9 +1,9 @@
 """MessageAck frames read straight into the core's MessageAck: the acks a JMS consumer sends,
 one per message, in the common shape (no transaction, no response wanted, no poison cause,
-message ids with their text, protocol version 10 or later). The general path (parse every
-field into Structures, then convert) took about as long as a whole dispatch; here the part
-of an ack that repeats for a consumer (destination, consumer id, ack type) is read once and
-found again by its bytes, and the message ids are taken from their text. Anything else, a
+protocol version 10 or later). The general path (parse every field into Structures, then
+convert) took about as long as a whole dispatch; here the part of an ack that repeats for a
+consumer (destination, consumer id, ack type) is read once and found again by its bytes,
+and so is a message id's producer when the id comes without its text. Anything else, a
 malformed frame included, returns None and goes the general way, which answers or refuses
 it as before.
 """
@@ -13,13 +13,11 @@ from __future__ import annotations
 from dovecote.core.commands import AckType, MessageAck
 from dovecote.core.ids import ConsumerId
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.converter import id_from_text
 from dovecote.protocol.openwire.straight import (
     I32,
     StraightReader,
     Unusual,
     remember,
-    string,
     value_end,
 )
 
@@ -70,16 +68,3 @@ class AckFrames(StraightReader[MessageAck]):
         if consumer == b"\x00" or consumer[1] != t.CONSUMER_ID:
             raise Unusual  # no consumer id: the general path refuses the ack
         return self.converter.consumer_id_of(self._value(consumer)), AckType(ack_type)
-
-    def _message_id(self, body: bytes, pos: int) -> tuple[str, int]:
-        """A MessageId's text (as converter.message_id_text reads it) and where it ends."""
-        if body[pos] != 1 or body[pos + 1] != t.MESSAGE_ID or not body[pos + 2]:
-            raise Unusual  # null, or no text: the general path works it out
-        text, pos = string(body, pos + 2)
-        if not text:
-            raise Unusual
-        pos = value_end(body, pos, self._tails)  # the producer id
-        pos += 16  # producer and broker sequence ids
-        if pos > len(body):
-            raise Unusual
-        return id_from_text(text), pos

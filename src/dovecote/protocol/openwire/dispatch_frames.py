@@ -27,8 +27,10 @@ from dovecote.protocol.openwire.converter import (
     OpenWireConverter,
     consumer_structure,
     destination_structure,
+    long_of,
     message_content,
     producer_structure,
+    spells,
 )
 from dovecote.protocol.openwire.primitives import encode_map
 from dovecote.protocol.openwire.straight import K, remember
@@ -62,6 +64,7 @@ class DispatchFrames:
         self._consumers: dict[ConsumerId, bytes] = {}
         self._destinations: dict[Destination, bytes] = {}
         self._producers: dict[str, bytes] = {}
+        self._spelled: dict[str, bool] = {}  # producer text -> its structure gives it back
 
     def frame(self, dispatch: MessageDispatch) -> bytes:
         m = dispatch.message
@@ -73,16 +76,24 @@ class DispatchFrames:
             self._consumers.clear()
             self._destinations.clear()
             self._producers.clear()
+            self._spelled.clear()
         destination = self._destination(m.destination)
-        producer_text, _, sequence = m.message_id.rpartition(":")
-        producer = self._producer(producer_text) if sequence.lstrip("-").isdigit() else _NULL
+        producer_text, _, sequence_text = m.message_id.rpartition(":")
+        sequence = long_of(sequence_text)
+        producer = self._producer(producer_text) if sequence is not None else _NULL
+        message_id = b"\x01\x6e"
         if producer == _NULL:
-            sequence = "0"  # as message_id_structure: no producer, no producer sequence
+            sequence = 0  # as message_id_structure: no producer, no producer sequence
+            if version >= 10:
+                message_id += utf_field(m.message_id)
+        elif version >= 10:
+            # The textView only when the producer id and sequence do not spell the id.
+            if self._spells(producer_text) and str(sequence) == sequence_text:
+                message_id += _NULL
+            else:
+                message_id += utf_field(m.message_id)
         content = message_content(m)
         properties = encode_map(dict(m.properties)) if m.properties else None
-        message_id = b"\x01\x6e"
-        if version >= 10:
-            message_id += utf_field(m.message_id)
         parts = [
             b"",  # the frame head, once the size is known
             _COMMAND_HEAD,
@@ -97,7 +108,7 @@ class DispatchFrames:
             self._destination_or_null(m.original_destination),
             message_id,
             producer,
-            _QQ.pack(int(sequence), dispatch.sequence),
+            _QQ.pack(sequence, dispatch.sequence),
             _NULL,  # originalTransactionId
             _string_or_null(m.group_id),
             _I.pack(m.group_seq),
@@ -149,6 +160,14 @@ class DispatchFrames:
             else:
                 raw = self._remember(self._producers, text, structure)
         return raw
+
+    def _spells(self, producer_text: str) -> bool:
+        spelled = self._spelled.get(producer_text)
+        if spelled is None:
+            structure = producer_structure(producer_text)
+            gives_back = structure is not None and spells(structure, producer_text)
+            spelled = remember(self._spelled, producer_text, gives_back)
+        return spelled
 
     def _remember(self, cache: dict[K, bytes], key: K, structure: Structure) -> bytes:
         # The general writer's bytes for the value, less the frame's size prefix.

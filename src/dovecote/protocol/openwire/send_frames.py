@@ -20,8 +20,6 @@ from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.converter import (
     BODY_TYPES,
     destination_of,
-    id_from_text,
-    message_id_prefix,
 )
 from dovecote.protocol.openwire.primitives import decode_map, decode_text_body
 from dovecote.protocol.openwire.straight import (
@@ -52,7 +50,6 @@ class SendFrames(StraightReader[SendMessage]):
         # Ids and destinations by their bytes (the flag and type byte included).
         self._destinations: dict[bytes, Destination] = {}
         self._producers: dict[bytes, str] = {}  # -> the producer id's text
-        self._id_prefixes: dict[bytes, str] = {}  # -> what precedes a message id's sequence
 
     def _read(self, body: bytes) -> SendMessage:
         body_type = BODY_TYPES[body[0]]
@@ -140,24 +137,6 @@ class SendFrames(StraightReader[SendMessage]):
             found = remember(self._producers, raw, self.converter.producer_text(
                 self._value(raw)))  # fmt: skip
         return found
-
-    def _message_id(self, body: bytes, pos: int) -> tuple[str, int]:
-        """A MessageId's text (as converter.message_id_text makes it) and where it ends."""
-        if body[pos] != 1 or body[pos + 1] != t.MESSAGE_ID:
-            raise Unusual
-        text, pos = string(body, pos + 2)
-        end = value_end(body, pos, self._tails)
-        producer = body[pos:end]
-        (sequence, _) = _QQ(body, end)
-        if text:
-            return id_from_text(text), end + 16
-        prefix = self._id_prefixes.get(producer)
-        if prefix is None:
-            if producer == b"\x00" or producer[1] != t.PRODUCER_ID:
-                raise Unusual
-            prefix = remember(self._id_prefixes, producer,
-                               message_id_prefix(self._value(producer)))  # fmt: skip
-        return f"{prefix}:{sequence}", end + 16
 
 
 def _bytes(body: bytes, pos: int) -> tuple[bytes | None, int]:

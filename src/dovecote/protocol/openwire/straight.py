@@ -9,9 +9,14 @@ from __future__ import annotations
 import struct
 from typing import Final, Generic, TypeVar
 
+from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.codec import Structure
 from dovecote.protocol.openwire.compiled import Reader, layouts, value_tails
-from dovecote.protocol.openwire.converter import OpenWireConverter
+from dovecote.protocol.openwire.converter import (
+    OpenWireConverter,
+    id_from_text,
+    message_id_prefix,
+)
 from dovecote.protocol.openwire.mutf8 import decode_mutf8
 
 K = TypeVar("K")
@@ -20,6 +25,7 @@ C = TypeVar("C")
 CACHE_SIZE: Final = 1024
 UH: Final = struct.Struct(">H").unpack_from
 I32: Final = struct.Struct(">i").unpack_from
+_QQ: Final = struct.Struct(">qq").unpack_from
 FIRST_VERSION: Final = 10
 """MessageId carries its text, and a message ends with jMSXGroupFirstForConsumer, from 10."""
 
@@ -58,6 +64,27 @@ class StraightReader(Generic[C]):
         self._version = version
         self._tails = value_tails(version)
         self._readers: dict[int, Reader] = layouts(version).readers
+        self._id_prefixes: dict[bytes, str] = {}  # -> what precedes a message id's sequence
+
+    def _message_id(self, body: bytes, pos: int) -> tuple[str, int]:
+        """A MessageId's text (as converter.message_id_text makes it) and where it ends: its
+        textView, or without one (ActiveMQ's clients and brokers send none for the ids they
+        make) its producer id's text and its sequence."""
+        if body[pos] != 1 or body[pos + 1] != t.MESSAGE_ID:
+            raise Unusual
+        text, pos = string(body, pos + 2)
+        end = value_end(body, pos, self._tails)
+        (sequence, _) = _QQ(body, end)
+        if text:
+            return id_from_text(text), end + 16
+        producer = body[pos:end]
+        prefix = self._id_prefixes.get(producer)
+        if prefix is None:
+            if producer == b"\x00" or producer[1] != t.PRODUCER_ID:
+                raise Unusual
+            prefix = remember(self._id_prefixes, producer,
+                               message_id_prefix(self._value(producer)))  # fmt: skip
+        return f"{prefix}:{sequence}", end + 16
 
     def _value(self, raw: bytes) -> Structure:
         """An id or destination from its bytes (flag and type included), read in full."""

@@ -167,6 +167,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--log-level",
         default="info",
+        type=str.lower,
         choices=("debug", "info", "warning", "error"),
         help="debug, info, warning or error.",
     )

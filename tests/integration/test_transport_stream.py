@@ -1,6 +1,7 @@
 """The connections' stream (transport/stream.py) over real loopback sockets, on asyncio's
 loop and on uvloop (the broker's): reads hand over what arrived in order, joined up to the
-size asked and split beyond it; reading pauses while too much waits unread and resumes once
+size asked and split beyond it (chunk reads: as it arrived, grouped up to the size, never
+split); reading pauses while too much waits unread and resumes once
 read; the end of the stream reads empty; a broken connection fails reads and drains; drain
 waits for a reader that is behind."""
 
@@ -81,6 +82,61 @@ def test_reads_join_what_arrived_up_to_the_size_asked_and_split_beyond(loop: str
         assert await stream.read(4) == b"0123"
         assert await stream.read(4) == b"4567"
         assert await stream.read(100) == b"89"
+
+    run(scenario, loop)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_chunks_come_as_they_arrived_grouped_up_to_the_size_never_split(loop: str) -> None:
+    async def scenario(stream: Stream, client: socket.socket) -> None:
+        for part in (b"one ", b"two ", b"three"):
+            client.send(part)
+            await until(lambda: len(stream._chunks) > 0)
+            await asyncio.sleep(0.01)
+        assert await stream.read_chunks(8) == [b"one ", b"two "]  # "three" would pass 8
+        assert await stream.read_chunks(8) == [b"three"]
+        client.send(b"0123456789")
+        await until(lambda: stream._buffered > 0)
+        assert await stream.read_chunks(4) == [b"0123456789"]  # a chunk stays whole
+        assert stream._buffered == 0
+        client.shutdown(socket.SHUT_WR)
+        assert await stream.read_chunks(4) == []
+        assert await stream.read_chunks(4) == []
+
+    run(scenario, loop)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_chunk_reads_resume_paused_reading_and_lose_nothing(loop: str) -> None:
+    limit = 16 * 1024
+    sent = b"".join(struct.pack(">I", i) for i in range(1024 * 1024))  # 4 MiB, numbered
+
+    async def scenario(stream: Stream, client: socket.socket) -> None:
+        loop_ = asyncio.get_running_loop()
+        sending = loop_.create_task(loop_.sock_sendall(client, sent))
+        await until(lambda: stream._buffered > limit)
+        assert not stream.transport.is_reading()  # type: ignore[attr-defined]
+        received: list[bytes] = []
+        size = 0
+        while size < len(sent):
+            chunks = await stream.read_chunks(limit)
+            assert chunks, "the stream ended early"
+            received.extend(chunks)
+            size += sum(map(len, chunks))
+        assert b"".join(received) == sent
+        await sending
+        assert stream.transport.is_reading()  # type: ignore[attr-defined]
+
+    run(scenario, loop, limit)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_broken_connection_fails_chunk_reads(loop: str) -> None:
+    async def scenario(stream: Stream, client: socket.socket) -> None:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()
+        with pytest.raises(ConnectionError):
+            await stream.read_chunks(100)
 
     run(scenario, loop)
 

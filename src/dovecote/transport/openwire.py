@@ -127,15 +127,17 @@ class OpenWireConnection:
 
     async def _read_loop(self) -> None:
         # Bytes an auto-detecting listener already read come first.
-        data, self.initial = self.initial, b""
+        chunks = [self.initial] if self.initial else []
+        self.initial = b""
         while True:
-            if not data:
-                data = await self.stream.read(READ_CHUNK)
+            if not chunks:
+                chunks = await self.stream.read_chunks(READ_CHUNK)
             self._last_read = time.monotonic()
-            if not data:
+            if not chunks:
                 return
-            self.frames.receive_data(data)
-            data = b""
+            for chunk in chunks:
+                self.frames.receive_data(chunk)
+            chunks = []
             while True:
                 structure: Structure | None = None
                 try:

@@ -6,8 +6,9 @@ Why not asyncio's streams: they are interpreted Python on every read (the protoc
 ``data_received``, the reader's ``feed_data`` into a bytearray, ``read`` copying out of it
 and waking the reader), and this module is compiled (build_native.py). A read here hands
 over the bytes the socket gave, uncopied when one chunk is waiting (joined once when more
-are). Flow control is the same: reading pauses while more than ``limit`` bytes wait unread,
-and ``drain`` waits while the transport's write buffer is over its high-water mark.
+are), and ``read_chunks`` hands them over as they came, never copied. Flow control is the
+same: reading pauses while more than ``limit`` bytes wait unread, and ``drain`` waits while
+the transport's write buffer is over its high-water mark.
 """
 
 from __future__ import annotations
@@ -97,16 +98,8 @@ class Stream:
     async def read(self, n: int) -> bytes:
         """Up to ``n`` bytes of what has arrived, waiting for some; b"" at the end of the
         stream; the connection's error if it broke with nothing left to read."""
-        while not self._chunks:
-            if self._error is not None:
-                raise self._error
-            if self._eof:
-                return b""
-            waiter = self._read_waiter = self._loop.create_future()
-            try:
-                await waiter
-            finally:
-                self._read_waiter = None
+        if not await self._wait_for_data():
+            return b""
         chunks = self._chunks
         data = chunks.popleft()
         if len(data) > n:
@@ -119,11 +112,46 @@ class Stream:
                 size += len(chunks[0])
                 parts.append(chunks.popleft())
             data = b"".join(parts)
-        self._buffered -= len(data)
+        self._taken(len(data))
+        return data
+
+    async def read_chunks(self, n: int) -> list[bytes]:
+        """What has arrived, as the socket gave it: the first chunk whole, and those behind
+        it while they come to at most ``n`` bytes together; [] at the end of the stream; the
+        connection's error if it broke with nothing left to read. For a parser that appends
+        what it is given to its own buffer: ``read`` would copy once more to split or join
+        chunks (uvloop hands over up to 256 KiB at a time)."""
+        if not await self._wait_for_data():
+            return []
+        chunks = self._chunks
+        first = chunks.popleft()
+        taken = [first]
+        size = len(first)
+        while chunks and size + len(chunks[0]) <= n:
+            size += len(chunks[0])
+            taken.append(chunks.popleft())
+        self._taken(size)
+        return taken
+
+    async def _wait_for_data(self) -> bool:
+        """Wait until something is there to read: False at the end of the stream."""
+        while not self._chunks:
+            if self._error is not None:
+                raise self._error
+            if self._eof:
+                return False
+            waiter = self._read_waiter = self._loop.create_future()
+            try:
+                await waiter
+            finally:
+                self._read_waiter = None
+        return True
+
+    def _taken(self, size: int) -> None:
+        self._buffered -= size
         if self._reading_paused and self._buffered <= self._limit:
             self._reading_paused = False
             self.transport.resume_reading()
-        return data
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -54,14 +54,16 @@ def run(scenario: Scenario, loop: str, limit: int = 64 * 1024) -> None:
         runner.run(main())
 
 
-async def read_exactly(stream: Stream, size: int, chunk: int = 1 << 20) -> bytes:
+async def read_exactly(
+    stream: Stream, size: int, chunk: int = 1 << 20, by_chunks: bool = False
+) -> bytes:
     parts: list[bytes] = []
     got = 0
     while got < size:
-        data = await stream.read(chunk)
-        assert data, "the stream ended early"
-        parts.append(data)
-        got += len(data)
+        data = await stream.read_chunks(chunk) if by_chunks else [await stream.read(chunk)]
+        assert data and data[0], "the stream ended early"
+        parts.extend(data)
+        got += sum(map(len, data))
     return b"".join(parts)
 
 
@@ -107,30 +109,6 @@ def test_chunks_come_as_they_arrived_grouped_up_to_the_size_never_split(loop: st
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_chunk_reads_resume_paused_reading_and_lose_nothing(loop: str) -> None:
-    limit = 16 * 1024
-    sent = b"".join(struct.pack(">I", i) for i in range(1024 * 1024))  # 4 MiB, numbered
-
-    async def scenario(stream: Stream, client: socket.socket) -> None:
-        loop_ = asyncio.get_running_loop()
-        sending = loop_.create_task(loop_.sock_sendall(client, sent))
-        await until(lambda: stream._buffered > limit)
-        assert not stream.transport.is_reading()  # type: ignore[attr-defined]
-        received: list[bytes] = []
-        size = 0
-        while size < len(sent):
-            chunks = await stream.read_chunks(limit)
-            assert chunks, "the stream ended early"
-            received.extend(chunks)
-            size += sum(map(len, chunks))
-        assert b"".join(received) == sent
-        await sending
-        assert stream.transport.is_reading()  # type: ignore[attr-defined]
-
-    run(scenario, loop, limit)
-
-
-@pytest.mark.parametrize("loop", LOOPS)
 def test_a_broken_connection_fails_chunk_reads(loop: str) -> None:
     async def scenario(stream: Stream, client: socket.socket) -> None:
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -141,8 +119,11 @@ def test_a_broken_connection_fails_chunk_reads(loop: str) -> None:
     run(scenario, loop)
 
 
+@pytest.mark.parametrize("by_chunks", [False, True], ids=["read", "read_chunks"])
 @pytest.mark.parametrize("loop", LOOPS)
-def test_reading_pauses_while_too_much_waits_unread_and_nothing_is_lost(loop: str) -> None:
+def test_reading_pauses_while_too_much_waits_unread_and_nothing_is_lost(
+    loop: str, by_chunks: bool
+) -> None:
     limit = 16 * 1024
     # 32 MiB, numbered in order: more than the kernel's socket buffers hold.
     sent = b"".join(struct.pack(">I", i) for i in range(8 * 1024 * 1024))
@@ -155,7 +136,7 @@ def test_reading_pauses_while_too_much_waits_unread_and_nothing_is_lost(loop: st
         await asyncio.sleep(0.05)
         assert not sending.done()  # held back by the paused reading, not buffered whole
         assert stream._buffered <= limit + 256 * 1024  # at most one socket read beyond
-        assert await read_exactly(stream, len(sent), chunk=limit) == sent
+        assert await read_exactly(stream, len(sent), limit, by_chunks) == sent
         await sending
         assert stream.transport.is_reading()  # type: ignore[attr-defined]
 

@@ -108,17 +108,6 @@ def test_chunks_come_as_they_arrived_grouped_up_to_the_size_never_split(loop: st
     run(scenario, loop)
 
 
-@pytest.mark.parametrize("loop", LOOPS)
-def test_a_broken_connection_fails_chunk_reads(loop: str) -> None:
-    async def scenario(stream: Stream, client: socket.socket) -> None:
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        client.close()
-        with pytest.raises(ConnectionError):
-            await stream.read_chunks(100)
-
-    run(scenario, loop)
-
-
 @pytest.mark.parametrize("by_chunks", [False, True], ids=["read", "read_chunks"])
 @pytest.mark.parametrize("loop", LOOPS)
 def test_reading_pauses_while_too_much_waits_unread_and_nothing_is_lost(
@@ -159,14 +148,15 @@ def test_the_end_of_the_stream_reads_empty_after_the_data(loop: str) -> None:
     run(scenario, loop)
 
 
+@pytest.mark.parametrize("by_chunks", [False, True], ids=["read", "read_chunks"])
 @pytest.mark.parametrize("loop", LOOPS)
-def test_a_broken_connection_fails_reads_and_drains(loop: str) -> None:
+def test_a_broken_connection_fails_reads_and_drains(loop: str, by_chunks: bool) -> None:
     async def scenario(stream: Stream, client: socket.socket) -> None:
         # A reset, not a clean close: linger 0 sends RST.
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         client.close()
         with pytest.raises(ConnectionError):
-            await stream.read(100)
+            await (stream.read_chunks(100) if by_chunks else stream.read(100))
         await stream.wait_closed()
         with pytest.raises(ConnectionResetError):
             await stream.drain()

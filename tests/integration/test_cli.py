@@ -58,6 +58,16 @@ def test_missing_config_file_is_refused(tmp_path: Path) -> None:
     assert "none.toml" in result.stderr
 
 
+def test_the_log_level_is_taken_in_any_case_and_a_wrong_one_is_named(tmp_path: Path) -> None:
+    missing = str(tmp_path / "none.toml")  # stops the broker right after the options
+    result = _run("broker", "--log-level", "WARNING", "--config", missing)
+    assert result.returncode == 2
+    assert "cannot read config file" in result.stderr
+    result = _run("broker", "--log-level", "loud", "--config", missing)
+    assert result.returncode == 2
+    assert "invalid choice: 'loud'" in result.stderr
+
+
 def _stomp_connect(port: int) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(b"CONNECT\naccept-version:1.2\nhost:x\n\n\x00")

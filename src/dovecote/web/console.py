@@ -6,7 +6,7 @@ on. So the port is bound and listening from the start (connections queue in its 
 as they do in any server's), and the admin modules load when the first connection arrives:
 in a thread, so that the broker's loop goes on serving messages meanwhile, then uvicorn
 accepts on the same socket, the waiting connection first. The first request waits for the
-import (about a tenth of a second here); the memory stays once it is in use.
+import (about 0.15 s here); the memory stays once it is in use.
 """
 
 from __future__ import annotations

@@ -36,6 +36,8 @@ from dovecote.protocol.openwire.primitives import encode_map
 from dovecote.protocol.openwire.straight import K, remember
 
 _NULL: Final = b"\x00"
+_MESSAGE_ID: Final = b"\x01\x6e"  # not null, MessageId
+_MESSAGE_ID_WITHOUT_TEXT: Final = _MESSAGE_ID + _NULL  # textView null
 _COMMAND_HEAD: Final = b"\x00\x00\x00\x00\x00"  # commandId 0, responseRequired false
 _FRAME_HEAD: Final = struct.Struct(">ib")  # size, type
 _I: Final = struct.Struct(">i")
@@ -81,17 +83,16 @@ class DispatchFrames:
         producer_text, _, sequence_text = m.message_id.rpartition(":")
         sequence = long_of(sequence_text)
         producer = self._producer(producer_text) if sequence is not None else _NULL
-        message_id = b"\x01\x6e"
         if producer == _NULL:
             sequence = 0  # as message_id_structure: no producer, no producer sequence
-            if version >= 10:
-                message_id += utf_field(m.message_id)
-        elif version >= 10:
-            # The textView only when the producer id and sequence do not spell the id.
-            if self._spells(producer_text) and str(sequence) == sequence_text:
-                message_id += _NULL
-            else:
-                message_id += utf_field(m.message_id)
+        # The textView (from version 10) only when the producer id and sequence do not
+        # spell the id.
+        if version < 10:
+            message_id = _MESSAGE_ID
+        elif producer != _NULL and self._spells(producer_text) and str(sequence) == sequence_text:
+            message_id = _MESSAGE_ID_WITHOUT_TEXT
+        else:
+            message_id = _MESSAGE_ID + utf_field(m.message_id)
         content = message_content(m)
         properties = encode_map(dict(m.properties)) if m.properties else None
         parts = [

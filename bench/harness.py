@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the test fixtures that start both bro
 sys.path.insert(0, str(ROOT / "bench"))
 
 import loadgen  # noqa: E402
+import runtimes  # noqa: E402
 
 from activemq import HOME as AMQ_HOME  # noqa: E402
 from activemq import accepts, running_activemq  # noqa: E402
@@ -116,6 +117,8 @@ class Measure:
     cpu_s: float = 0.0
     peak_rss_kib: int = 0
     note: str = ""
+    client_cpu_s: float | None = None
+    """CPU of the load's own processes, where the harness can read it (the Java tools)."""
 
     @property
     def rate(self) -> float:
@@ -345,12 +348,26 @@ def openwire_tools(b: Broker, s: Sizes) -> Measure:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    producer.wait(timeout=1800)
-    consumer.wait(timeout=1800)
+    tools_cpu = waited_cpu_s(producer, 1800) + waited_cpu_s(consumer, 1800)
     m = Measure(s.openwire_messages, time.monotonic() - t0, [], b.cpu_s() - cpu0, b.status("VmHWM"))
+    m.client_cpu_s = tools_cpu
     if consumer.returncode or producer.returncode:
         m.note = f"tool exit codes {producer.returncode}/{consumer.returncode}"
     return m
+
+
+def waited_cpu_s(proc: subprocess.Popen[bytes], timeout_s: float) -> float:
+    """Wait for a child to exit (killed past the timeout) and return the CPU seconds it
+    used, all its threads (os.wait4's resource usage; Popen.wait does not give it)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return usage.ru_utime + usage.ru_stime
+        if time.monotonic() > deadline:
+            proc.kill()
+        time.sleep(0.02)
 
 
 WORKLOADS = [
@@ -427,6 +444,13 @@ def run(sizes: Sizes, only: list[str], repeat: int = 1) -> tuple[list[Row], list
     starts: dict[str, tuple[float, float]] = {}
     idle: dict[str, int] = {}
     peak: dict[str, int] = {}
+    runtime_idle: dict[str, int] = {}
+    if not only or any("runtime" in o for o in only):
+        print("  the runtimes alone ...", file=sys.stderr, flush=True)
+        runtime_idle = {
+            "dovecote": runtimes.python_idle_rss_kib(),
+            "activemq": runtimes.jvm_idle_rss_kib(),
+        }
     for kind in ("dovecote", "activemq"):
         with (
             tempfile.TemporaryDirectory(prefix=f"bench-{kind}-") as tmp,
@@ -458,7 +482,34 @@ def run(sizes: Sizes, only: list[str], repeat: int = 1) -> tuple[list[Row], list
         dc = d and d.cpu_s * 100_000 / max(d.messages, 1)
         ac = a and a.cpu_s * 100_000 / max(a.messages, 1)
         rows.append(Row(f"{name}: broker CPU s per 100k", dc, ac, False, ".2f"))
+        if d and a and d.client_cpu_s is not None and a.client_cpu_s is not None:
+            rows.append(
+                Row(
+                    f"{name}: the load's own CPU s per 100k",
+                    d.client_cpu_s * 100_000 / max(d.messages, 1),
+                    a.client_cpu_s * 100_000 / max(a.messages, 1),
+                    False,
+                    ".2f",
+                )
+            )
+            notes.append(client_bound(name, d, a))
     rows.append(Row("idle RSS MiB", idle["dovecote"] / 1024, idle["activemq"] / 1024, False, ".1f"))
+    if runtime_idle:
+        rows.append(
+            Row(
+                "idle RSS MiB of the runtime alone (Python with asyncio and uvloop; the JVM)",
+                runtime_idle["dovecote"] / 1024,
+                runtime_idle["activemq"] / 1024,
+                False,
+                ".1f",
+            )
+        )
+        notes.append(
+            f"idle RSS: a fifth of ActiveMQ's is {idle['activemq'] / 5 / 1024:.1f} MiB; the"
+            f" interpreter with its event loop alone takes {runtime_idle['dovecote'] / 1024:.1f}"
+            f" MiB of dovecote's {idle['dovecote'] / 1024:.1f} (the JVM alone"
+            f" {runtime_idle['activemq'] / 1024:.1f} of ActiveMQ's {idle['activemq'] / 1024:.1f})"
+        )
     rows.append(Row("peak RSS MiB", peak["dovecote"] / 1024, peak["activemq"] / 1024, False, ".1f"))
     if starts:
         rows.append(
@@ -480,6 +531,20 @@ def run(sizes: Sizes, only: list[str], repeat: int = 1) -> tuple[list[Row], list
             )
         )
     return rows, notes
+
+
+def client_bound(name: str, d: Measure, a: Measure) -> str:
+    """What the load's own CPU leaves possible: on this machine's cores no broker, even one
+    that cost nothing, could finish dovecote's run faster than that CPU spread over them."""
+    cores = os.cpu_count() or 1
+    floor_s = d.client_cpu_s / cores if d.client_cpu_s else 0.0
+    best = f"{d.messages / floor_s / a.rate:.2f}x" if floor_s and a.rate else "-"
+    return (
+        f"{name}: the load's processes used {d.client_cpu_s or 0:.2f} s of CPU in dovecote's"
+        f" run ({a.client_cpu_s or 0:.2f} s in ActiveMQ's), at least {floor_s:.2f} s of the"
+        f" {cores} cores: with a broker costing nothing the row would be at most {best}"
+        f" (it took {d.seconds:.2f} s against ActiveMQ's {a.seconds:.2f} s)"
+    )
 
 
 def markdown(rows: list[Row], notes: list[str], command: str) -> str:

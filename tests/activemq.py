@@ -21,6 +21,8 @@ from ports import free_port
 HOME = Path("/usr/share/activemq")
 PACKAGED_CONF = Path("/etc/activemq/instances-available/main")
 READY_TIMEOUT_S = 90.0
+JVM_HEAP = ("-Xms256M", "-Xmx512M")
+"""The broker's heap: what bench/runtimes.py gives a bare JVM too, so that both compare."""
 
 
 @dataclass
@@ -77,7 +79,7 @@ def running_activemq(base: Path | None = None, openwire_port: int = 0) -> Iterat
         )
         conf.write_text(xml)
         proc = subprocess.Popen(
-            ["java", "-Xms256M", "-Xmx512M", f"-Dactivemq.home={HOME}", f"-Dactivemq.base={base}",
+            ["java", *JVM_HEAP, f"-Dactivemq.home={HOME}", f"-Dactivemq.base={base}",
              f"-Dactivemq.conf={base}", f"-Dactivemq.data={base / 'data'}",
              "-jar", str(HOME / "bin" / "activemq.jar"), "start", f"xbean:file:{conf}"],
             stdout=(base / "out.log").open("wb"), stderr=subprocess.STDOUT,

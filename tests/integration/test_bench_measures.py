@@ -1,0 +1,97 @@
+"""The benchmark's own measuring pieces (bench/runtimes.py and the harness's child-CPU and
+bound figures), on real processes: a figure in bench/RESULTS.md is only as good as these."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import harness
+import runtimes
+
+MIB = 1024
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_idle_rss_is_read_from_the_idle_process_itself() -> None:
+    small = runtimes.idle_rss_kib(python("import time; print('ready', flush=True); time.sleep(60)"))
+    # 64 MiB written (so resident) before the ready line: the figure must carry them.
+    large = runtimes.idle_rss_kib(
+        python("b = bytearray(64 << 20); print('ready', flush=True); import time; time.sleep(60)")
+    )
+    assert small > 2 * MIB
+    assert large - small >= 60 * MIB
+
+
+@pytest.mark.parametrize(
+    ("code", "problem"),
+    [
+        ("print('starting', flush=True)", "did not get ready"),
+        ("import sys; sys.exit(0)", "did not get ready"),
+        ("print('ready', flush=True)", "exited with 0 while idle"),
+    ],
+)
+def test_a_runtime_that_does_not_idle_is_an_error(code: str, problem: str) -> None:
+    with pytest.raises(RuntimeError, match=problem):
+        runtimes.idle_rss_kib(python(code))
+
+
+def test_the_runtimes_alone() -> None:
+    """The Python floor carries asyncio's ssl and uvloop; the JVM one is a running JVM."""
+    bare = runtimes.idle_rss_kib(python("import time; print('ready', flush=True); time.sleep(60)"))
+    python_loop = runtimes.python_idle_rss_kib()
+    jvm = runtimes.jvm_idle_rss_kib()
+    assert python_loop - bare >= 5 * MIB
+    assert jvm > python_loop
+
+
+def test_waited_cpu_counts_every_thread_and_keeps_the_exit_code() -> None:
+    burn = (
+        "import threading, time\n"
+        "def spin():\n"
+        "    end = time.process_time() + 0.3\n"
+        "    while time.process_time() < end: pass\n"
+        "t = threading.Thread(target=spin); t.start(); t.join()\n"
+        "raise SystemExit(3)\n"
+    )
+    proc = subprocess.Popen(python(burn))
+    cpu = harness.waited_cpu_s(proc, 60)
+    assert cpu >= 0.3
+    assert proc.returncode == 3
+
+
+def test_waited_cpu_kills_a_child_past_its_time() -> None:
+    proc = subprocess.Popen(python("import time; time.sleep(60)"))
+    harness.waited_cpu_s(proc, 0.2)
+    assert proc.returncode == -9
+
+
+@pytest.mark.parametrize(
+    ("load_cpu", "seconds", "activemq_rate", "bound"),
+    [
+        (4.0, 3.0, 10_000.0, "at most 1.00x"),  # 20k messages in at least 2 s: 10k/s
+        (2.0, 3.0, 10_000.0, "at most 2.00x"),
+        (8.0, 5.0, 2_500.0, "at most 2.00x"),
+    ],
+)
+def test_the_bound_the_load_leaves(
+    load_cpu: float,
+    seconds: float,
+    activemq_rate: float,
+    bound: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(harness.os, "cpu_count", lambda: 2)
+    dovecote = harness.Measure(20_000, seconds, client_cpu_s=load_cpu)
+    activemq = harness.Measure(20_000, 20_000 / activemq_rate, client_cpu_s=5.0)
+    note = harness.client_bound("OpenWire", dovecote, activemq)
+    assert bound in note
+    assert f"at least {load_cpu / 2:.2f} s of the 2 cores" in note

@@ -3,10 +3,13 @@ directions, then tables of bad input and of limits."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from dovecote.core.errors import FrameTooLargeError, LocalProtocolError, RemoteProtocolError
 from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
+from dovecote.protocol.stomp.frames import COLLECT_FROM
 
 SIMPLE_CASES = [
     ("1.2", Frame("CONNECT", (("accept-version", "1.2"), ("host", "h"))),
@@ -108,6 +111,68 @@ def test_bodies_of_every_size_come_whole_and_the_next_frame_after(
         while (event := parser.next_event()) is not NEED_DATA:
             frames.append(event)
     assert [f.body for f in frames] == [body, b"next"]  # type: ignore[union-attr]
+
+
+LARGE_BODY = bytes(range(256)) * ((COLLECT_FROM + 1000) // 256)  # every byte value, NUL too
+LARGE_HEAD = b"SEND\ndestination:/queue/a\ncontent-length:%d\n\n" % len(LARGE_BODY)
+AFTER = encode_frame(Frame("SEND", (("destination", "/queue/b"),), b"next")) + b"\n"
+LARGE_WIRE = LARGE_HEAD + LARGE_BODY + b"\x00" + AFTER
+BODY_END = len(LARGE_HEAD) + len(LARGE_BODY)  # where the body's NUL is
+
+# Where the chunks of LARGE_WIRE end: the large body is collected as its chunks come once
+# it is known to be incomplete, and joined once it and its NUL are in.
+LARGE_CUTS = {
+    "head alone, then the rest": [len(LARGE_HEAD)],
+    "head and some body, then the rest": [len(LARGE_HEAD) + 100],
+    "the body ends a chunk, its NUL starts the next": [len(LARGE_HEAD) + 5, BODY_END],
+    "the NUL alone": [len(LARGE_HEAD) + 5, BODY_END, BODY_END + 1],
+    "the body's end, its NUL and part of the next frame": [len(LARGE_HEAD) + 5, BODY_END + 9],
+    "many small chunks": list(range(len(LARGE_HEAD) - 10, len(LARGE_WIRE), 997)),
+    "one byte at a time around the end": [len(LARGE_HEAD), *range(BODY_END - 3, BODY_END + 4)],
+    "all in one chunk": [],
+}
+
+
+@pytest.mark.parametrize("cuts", LARGE_CUTS.values(), ids=LARGE_CUTS.keys())
+def test_a_large_body_comes_whole_however_its_chunks_are_cut(cuts: list[int]) -> None:
+    parser = FrameParser()
+    events: list[object] = []
+    bounds = [0, *cuts, len(LARGE_WIRE)]
+    for start, end in itertools.pairwise(bounds):
+        parser.receive_data(LARGE_WIRE[start:end])
+        while (event := parser.next_event()) is not NEED_DATA:
+            events.append(event)
+        if not events and end > len(LARGE_HEAD):
+            # The head is read; all that came of the body is counted, once.
+            assert parser.buffered == end - len(LARGE_HEAD)
+    assert parser.buffered == 0
+    frames = [e for e in events if isinstance(e, Frame)]
+    assert [f.body for f in frames] == [LARGE_BODY, b"next"]
+    assert frames[0].get("content-length") == str(len(LARGE_BODY))
+    assert events[-1] is HEARTBEAT
+
+
+def test_a_collected_body_without_its_nul_is_an_error() -> None:
+    parser = FrameParser()
+    parser.receive_data(LARGE_HEAD)
+    assert parser.next_event() is NEED_DATA
+    parser.receive_data(LARGE_BODY[:1000])
+    assert parser.next_event() is NEED_DATA
+    parser.receive_data(LARGE_BODY[1000:] + b"X" + AFTER)
+    with pytest.raises(RemoteProtocolError, match="NUL"):
+        parser.next_event()
+
+
+def test_eof_while_a_body_is_collected_is_an_error() -> None:
+    parser = FrameParser()
+    parser.receive_data(LARGE_HEAD)  # the buffer is empty once the head is read
+    assert parser.next_event() is NEED_DATA
+    parser.receive_data(LARGE_BODY[:5000])
+    assert parser.buffered == 5000
+    assert parser.next_event() is NEED_DATA
+    parser.receive_data(b"")
+    with pytest.raises(RemoteProtocolError, match="middle of a frame"):
+        parser.next_event()
 
 
 BAD_INPUT = [

@@ -33,6 +33,10 @@ DEFAULT_MAX_HEADER_SIZE: Final = 64 * 1024
 """Command plus headers; ActiveMQ allows 10 KiB per header line, a few of them in practice."""
 DEFAULT_MAX_HEADERS: Final = 1000
 """ActiveMQ's maxHeaders default."""
+COLLECT_FROM: Final = 32 * 1024
+"""A body of at least this content-length that is not all in yet is collected as its chunks
+come and joined once (one copy), instead of appended to the buffer and taken out of it
+(two copies, and a third when the emptied buffer shrinks)."""
 
 CLIENT_COMMANDS: Final = frozenset(
     {"CONNECT", "STOMP", "SEND", "SUBSCRIBE", "UNSUBSCRIBE", "ACK", "NACK", "BEGIN", "COMMIT",
@@ -121,19 +125,25 @@ class FrameParser:
         self.version = version
         self._buffer = bytearray()
         self._scan_from = 0  # where the search for the end of headers resumes
+        # The rest of a large body of known length, as its chunks came (see _collect).
+        self._parts: list[bytes] | None = None
+        self._parts_size = 0
         self._pending: tuple[str, tuple[tuple[str, str], ...], int, int | None] | None = None
         self._error: RemoteProtocolError | None = None
         self._eof = False
 
     def receive_data(self, data: bytes) -> None:
-        if data:
-            self._buffer += data
-        else:
+        if not data:
             self._eof = True
+        elif self._parts is not None:
+            self._parts.append(data)
+            self._parts_size += len(data)
+        else:
+            self._buffer += data
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        return len(self._buffer) + self._parts_size
 
     def next_event(self) -> Frame | _Event:
         if self._error is not None:
@@ -165,7 +175,7 @@ class FrameParser:
         return self._parse_body()
 
     def _need_data(self) -> _Event:
-        if self._eof and self._buffer.strip(b"\r\n"):
+        if self._eof and (self._parts_size or self._buffer.strip(b"\r\n")):
             raise RemoteProtocolError("connection closed in the middle of a frame")
         return NEED_DATA
 
@@ -240,14 +250,19 @@ class FrameParser:
         command, headers, head_size, length = self._pending
         buf = self._buffer
         if length is not None:
-            if len(buf) < length + 1:
+            if self._parts is not None:
+                if len(buf) + self._parts_size < length + 1:
+                    return self._need_data()
+                body = self._join_body(length)
+            elif len(buf) < length + 1:
+                if length >= COLLECT_FROM:
+                    self._parts = []
                 return self._need_data()
-            if buf[length] != 0:
-                raise RemoteProtocolError(
-                    f"frame body is not followed by NUL after content-length {length}"
-                )
-            body = _take(buf, length)
-            del buf[: length + 1]
+            else:
+                if buf[length] != 0:
+                    raise _no_nul(length)
+                body = _take(buf, length)
+                del buf[: length + 1]
         else:
             nul = buf.find(b"\x00", self._scan_from)
             size = head_size + (len(buf) if nul < 0 else nul + 1)
@@ -261,6 +276,38 @@ class FrameParser:
         self._scan_from = 0
         self._pending = None
         return Frame(command, headers, body)
+
+    def _join_body(self, length: int) -> bytes:
+        """The body from what the buffer holds of it and the chunks collected since, joined
+        in one copy; what follows the body's NUL becomes the buffer."""
+        assert self._parts is not None
+        parts, self._parts, self._parts_size = self._parts, None, 0
+        buf = self._buffer
+        need = length - len(buf)  # of the body, still to come from the parts
+        with memoryview(buf) as head:
+            pieces: list[bytes | memoryview] = [head]
+            for i, part in enumerate(parts):
+                if need >= len(part):
+                    pieces.append(part)
+                    need -= len(part)
+                    continue
+                pieces.append(memoryview(part)[:need])
+                body = b"".join(pieces)
+                rest = bytearray(memoryview(part)[need:])
+                for later in parts[i + 1 :]:
+                    rest += later
+                break
+            else:  # unreachable: the parts hold the body's NUL at least
+                raise AssertionError("collected parts end before the body's NUL")
+        if rest[0] != 0:
+            raise _no_nul(length)
+        del rest[:1]
+        self._buffer = rest
+        return body
+
+
+def _no_nul(length: int) -> RemoteProtocolError:
+    return RemoteProtocolError(f"frame body is not followed by NUL after content-length {length}")
 
 
 def _take(buf: bytearray, size: int) -> bytes:

@@ -127,3 +127,17 @@ def test_what_the_shortcut_leaves_out() -> None:
     assert left_out(CASES["the same id sent three times"][1]) == []
     assert left_out(CASES["a stored message moved and consumed"][1], indexed_top=1) == []
     assert left_out(CASES["topic messages go their own way"][1]) == []
+
+
+def test_each_file_counts_its_live_things_and_their_bytes(tmp_path: Path) -> None:
+    # What compaction reads to tell a few live messages (worth moving) from a file they fill.
+    big = SequencedAdd(3, replace(msg(3), body=b"x" * 5000))
+    before: list[list[JournalOp]] = [[A1, A2, big, AddSubscription(sub())]]
+    run: list[list[JournalOp]] = [[MOVED], [remove(2)]]  # in file 2
+    for fast in (False, True):
+        index = built(tmp_path / str(fast), before, run, fast=fast, new_file_at=2)
+        try:
+            # file 1: A1 moved away, A2 consumed; the big one and the subscription (no bytes)
+            assert index.live_counts() == {1: (2, big.message.size), 2: (1, msg(1).size)}
+        finally:
+            index.env.close()

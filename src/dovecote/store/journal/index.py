@@ -19,7 +19,8 @@ LMDB's key order is send order):
 - ``tids``: message id -> seq, for topic messages.
 - ``subs``: client id \\0 name -> [destination, selector, no_local, file].
 - ``pend``: client id \\0 name \\0 seq -> empty: what a durable subscription still needs.
-- ``files``: file id -> how many live messages and subscriptions it holds.
+- ``files``: file id -> (how many live messages and subscriptions it holds, the messages'
+  sizes summed): what compaction would have to write again to free the file.
 
 ``apply`` is the one path by which operations change the index, live or in recovery
 (live, through ``apply_records``, which leaves out what would cancel out).
@@ -52,8 +53,10 @@ _FILE: Final = struct.Struct(">I")
 _POS: Final = struct.Struct(">II")
 _QPOS: Final = struct.Struct(">QQ")
 _QSTAT: Final = struct.Struct(">QQ")
-INDEX_VERSION: Final = 2
-"""1: no ``qseq``, ``qstat``, and ``msgs`` entries of six fields."""
+_LIVE: Final = struct.Struct(">QQ")
+INDEX_VERSION: Final = 3
+"""1: no ``qseq``, ``qstat``, and ``msgs`` entries of six fields; 2: ``files`` values hold
+the count alone."""
 MAP_SIZE: Final = 16 << 30  # address space only; LMDB files grow as needed
 
 
@@ -101,7 +104,7 @@ class Index:
         self.qstat = self.env.open_db(b"qstat")
         self._totals: dict[str, list[int]] = self._load_totals()
         """Each queue's [count, bytes] (see ``qstat``)."""
-        self._deltas: dict[int, int] = {}
+        self._deltas: dict[int, tuple[int, int]] = {}
         """Live counts by file, changed by the record being applied (see ``apply``)."""
         self._top_seq = 0
 
@@ -254,12 +257,13 @@ class Index:
         self._write_counts(txn)
 
     def _write_counts(self, txn: lmdb.Transaction) -> None:
-        for file_id, delta in self._deltas.items():
-            if delta:
+        for file_id, (delta, size) in self._deltas.items():
+            if delta or size:
                 key = _FILE.pack(file_id)
                 raw = _get(txn, key, self.files)
-                current = 0 if raw is None else int(_SEQ.unpack(raw)[0])
-                txn.put(key, _SEQ.pack(max(current + delta, 0)), db=self.files)
+                count, total = (0, 0) if raw is None else _LIVE.unpack(raw)
+                live = _LIVE.pack(max(count + delta, 0), max(total + size, 0))
+                txn.put(key, live, db=self.files)
         if self._top_seq:
             self._raise_top_seq(txn, self._top_seq)
 
@@ -279,10 +283,10 @@ class Index:
         if old is not None:
             # Compaction wrote it again: only its location moves.
             entry = _unpack(old)
-            self._count(txn, entry[2], -1)
+            self._count(txn, entry[2], -1, -entry[9])
             entry[2], entry[3] = at.file_id, at.offset
             txn.put(seq, _pack(entry), db=self.msgs)
-            self._count(txn, at.file_id, +1)
+            self._count(txn, at.file_id, +1, entry[9])
             return
         destination = message.destination
         refs = -1
@@ -307,7 +311,7 @@ class Index:
                  message.redelivery_counter, refs, message.priority, message.expiration,
                  message.sequence, message.size]  # fmt: skip
         txn.put(seq, _pack(entry), db=self.msgs)
-        self._count(txn, at.file_id, +1)
+        self._count(txn, at.file_id, +1, message.size)
 
     def _drop_message(self, txn: lmdb.Transaction, seq: bytes) -> None:
         raw = _pop(txn, seq, self.msgs)
@@ -318,7 +322,7 @@ class Index:
             else:
                 txn.delete(_queue_key(entry[0], entry[8], seq), db=self.qseq)
                 self._count_queue(entry[0], -1, -entry[9])
-            self._count(txn, entry[2], -1)
+            self._count(txn, entry[2], -1, -entry[9])
 
     def _release(self, txn: lmdb.Transaction, seq: bytes) -> None:
         """One durable subscription less waits for a topic message."""
@@ -349,20 +353,22 @@ class Index:
             txn.delete(pend_key, db=self.pend)
             self._release(txn, pend_key[len(prefix) :])
 
-    def _count(self, txn: lmdb.Transaction, file_id: int, delta: int) -> None:
-        """Written at the end of ``apply``."""
-        self._deltas[file_id] = self._deltas.get(file_id, 0) + delta
+    def _count(self, txn: lmdb.Transaction, file_id: int, delta: int, size: int = 0) -> None:
+        """Written at the end of ``apply`` (a subscription counts with no size)."""
+        count, total = self._deltas.get(file_id, (0, 0))
+        self._deltas[file_id] = (count + delta, total + size)
 
     def note_file(self, txn: lmdb.Transaction, file_id: int) -> None:
         key = _FILE.pack(file_id)
         if _get(txn, key, self.files) is None:
-            txn.put(key, _SEQ.pack(0), db=self.files)
+            txn.put(key, _LIVE.pack(0, 0), db=self.files)
 
     # -- reading ---------------------------------------------------------------------------
 
-    def live_counts(self) -> dict[int, int]:
+    def live_counts(self) -> dict[int, tuple[int, int]]:
+        """Each data file's live messages and subscriptions, and the messages' bytes."""
         with self.env.begin() as txn:
-            return {_FILE.unpack(k)[0]: _SEQ.unpack(v)[0] for k, v in txn.cursor(db=self.files)}
+            return {_FILE.unpack(k)[0]: _LIVE.unpack(v) for k, v in txn.cursor(db=self.files)}
 
     def forget_file(self, file_id: int) -> None:
         with self.env.begin(write=True) as txn:

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the test fixtures that start both brokers
 sys.path.insert(0, str(ROOT / "bench"))
 
+import disk  # noqa: E402
 import loadgen  # noqa: E402
 import runtimes  # noqa: E402
 
@@ -119,6 +120,8 @@ class Measure:
     note: str = ""
     client_cpu_s: float | None = None
     """CPU of the load's own processes, where the harness can read it (the Java tools)."""
+    disk_bytes: int = 0
+    """What the broker wrote to disk meanwhile (all its threads)."""
 
     @property
     def rate(self) -> float:
@@ -136,6 +139,8 @@ class Workload:
     name: str
     run: Callable[[Broker, Sizes], Measure]
     fresh_broker: bool = False
+    disk_heavy: bool = False
+    """Its table shows what was written to disk, against what the disk takes alone."""
 
 
 @dataclass
@@ -223,6 +228,7 @@ def traffic(
         for _ in range(producers)
     ]
     cpu0 = broker.cpu_s()
+    written0 = disk.written_bytes(broker.pid)
     start.wait()
     t0 = time.monotonic()
     p_results = [f.result(timeout=1800) for f in prods]
@@ -234,6 +240,7 @@ def traffic(
         seconds=finished - t0,
         cpu_s=broker.cpu_s() - cpu0,
         peak_rss_kib=broker.status("VmHWM"),
+        disk_bytes=disk.written_bytes(broker.pid) - written0,
     )
     expected = each * consumers if topic_fanout else total
     if received < expected:
@@ -379,7 +386,7 @@ WORKLOADS = [
     Workload("persistent async send", persistent_async),
     Workload("transacted batches of 100", transacted_100),
     Workload("topic fan-out 1→8 (deliveries)", fanout_1_8),
-    Workload("100 KiB persistent messages", large_100k),
+    Workload("100 KiB persistent messages", large_100k, disk_heavy=True),
     Workload("OpenWire, ActiveMQ's tools", openwire_tools),
 ]
 
@@ -451,6 +458,10 @@ def run(sizes: Sizes, only: list[str], repeat: int = 1) -> tuple[list[Row], list
             "dovecote": runtimes.python_idle_rss_kib(),
             "activemq": runtimes.jvm_idle_rss_kib(),
         }
+    heavy = [
+        w.name for w in WORKLOADS if w.disk_heavy and (not only or any(o in w.name for o in only))
+    ]
+    probe_mb_s = disk.synced_write_mb_s(Path(tempfile.gettempdir())) if heavy else 0.0
     for kind in ("dovecote", "activemq"):
         with (
             tempfile.TemporaryDirectory(prefix=f"bench-{kind}-") as tmp,
@@ -493,6 +504,25 @@ def run(sizes: Sizes, only: list[str], repeat: int = 1) -> tuple[list[Row], list
                 )
             )
             notes.append(client_bound(name, d, a))
+        if d and a and name in heavy:
+            rows.append(
+                Row(
+                    f"{name}: MB/s written to disk",
+                    d.disk_bytes / d.seconds / 1e6 if d.seconds > 0 else None,
+                    a.disk_bytes / a.seconds / 1e6 if a.seconds > 0 else None,
+                    True,
+                    ".0f",
+                )
+            )
+            notes.append(
+                disk.disk_note(
+                    name,
+                    (d.messages, a.messages),
+                    (d.disk_bytes, a.disk_bytes),
+                    (d.seconds, a.seconds),
+                    probe_mb_s,
+                )
+            )
     rows.append(Row("idle RSS MiB", idle["dovecote"] / 1024, idle["activemq"] / 1024, False, ".1f"))
     if runtime_idle:
         rows.append(

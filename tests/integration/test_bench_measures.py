@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+import disk
 import harness
 import runtimes
 
@@ -95,3 +96,41 @@ def test_the_bound_the_load_leaves(
     note = harness.client_bound("OpenWire", dovecote, activemq)
     assert bound in note
     assert f"at least {load_cpu / 2:.2f} s of the 2 cores" in note
+
+
+def test_written_bytes_are_the_process_own_writes(tmp_path: Path) -> None:
+    target = tmp_path / "out"
+    code = (
+        "import os, sys; sys.stdin.readline();"
+        f" fd = os.open({str(target)!r}, os.O_WRONLY | os.O_CREAT);"
+        " [os.write(fd, os.urandom(1 << 20)) for _ in range(8)]; os.fsync(fd);"
+        " print('done', flush=True); sys.stdin.readline()"
+    )
+    child = subprocess.Popen(python(code), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        before = disk.written_bytes(child.pid)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "done\n"
+        assert disk.written_bytes(child.pid) - before >= 8 << 20
+        assert before < 1 << 20  # nothing before it wrote
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_disk_probe_writes_synced_and_leaves_nothing(tmp_path: Path) -> None:
+    rate = disk.synced_write_mb_s(tmp_path, total=8 << 20)
+    assert rate > 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_disk_note() -> None:
+    note = disk.disk_note(
+        "100 KiB", (1000, 1000), (100 << 20, 200 << 20), (1.0, 4.0), probe_mb_s=102.4
+    )
+    assert "dovecote wrote 102.4 KiB per message to disk at 105 MB/s" in note
+    assert "ActiveMQ 204.8 KiB at 52 MB/s" in note
+    # the bound from the broker that writes least per message: 102.4e6 B/s / 104,858 B
+    assert "at most 977 msg/s" in note

@@ -230,6 +230,27 @@ async def test_a_backlog_that_fills_the_old_files_is_not_written_again(tmp_path:
     await store.stop()
 
 
+async def test_long_lived_messages_filling_the_oldest_file_do_not_pin_the_journal(
+    tmp_path: Path,
+) -> None:
+    # The other way round from the test above: the old file is full of messages nobody takes
+    # (a DLQ, say) while the traffic after them is consumed. Left there, they would keep every
+    # newer file too, and the journal would grow for ever; once it is mostly dead they move.
+    store = await open_store(tmp_path, max_file_length=16 * 1024, index_delay_s=0)
+    body = b"x" * 1000
+    for i in range(10):  # ~12 KB of db-1's 16, never consumed
+        await store.write([AddMessage(replace(msg(i), body=body))])
+    for i in range(10, 400):
+        await store.write([AddMessage(replace(msg(i), body=body))])
+        await store.write([RemoveMessage(Q, msg(i).message_id)])
+    assert not (tmp_path / "db-1.log").exists()
+    assert len(list(tmp_path.glob("db-*.log"))) <= 6  # ~4x what is live, not 400 KB's worth
+    await store.stop()
+    store = await open_store(tmp_path, max_file_length=16 * 1024)
+    assert ids(store) == [msg(i).message_id for i in range(10)]
+    await store.stop()
+
+
 async def test_a_few_old_messages_among_many_small_ones_are_moved(tmp_path: Path) -> None:
     # The other side of the test above: live messages that are a small part of their file are
     # still moved, so that the file can go.

@@ -55,7 +55,8 @@ COMPACT_AFTER_FILES: Final = 3
 """Compaction waits until the journal has this many data files."""
 COMPACT_LIVE_SHARE: Final = 0.25
 """... and moves the oldest file's live messages only while they are at most this share of
-a file's length: each byte written again then frees at least three more."""
+a file's length, or everything live is at most this share of the journal: each byte written
+again then frees about three more."""
 SMALL_BATCH_OPS: Final = 16
 """Batches of at most this many operations share a journal record with their group's others."""
 INDEX_DELAY_S: Final = 0.02
@@ -413,19 +414,27 @@ class JournalPersistenceAdapter:
         write them again at the head, keeping their seqs. A subscription moves with every
         message it still waits for, so that a rebuild by replay finds them after it.
 
-        Few means by count and by bytes: a backlog nobody has taken yet fills its files,
-        and moving it would free nothing (it fills the new files as it filled the old) but
-        write it again, after every group (a 100 KiB backlog fell to ~16 msg/s so)."""
+        Few means by count, and by bytes: a small share of the file, or of a journal that is
+        mostly dead. A backlog nobody has taken yet fills its files and the journal: moving
+        it would free nothing (it fills the new files as it filled the old) but write it
+        again, after every group (a 100 KiB backlog fell to ~16 msg/s so). Messages that
+        fill the oldest file but are a small part of a journal consumed around them (a DLQ,
+        say) would pin every newer file for ever: they move, about once per three times
+        their size of traffic."""
         files, index = self._files, self._index
         assert files is not None and index is not None
         if len(files.file_ids) < COMPACT_AFTER_FILES:
             return []
         oldest = files.file_ids[0]
-        live, live_bytes = index.live_counts().get(oldest, (0, 0))
+        usage = index.live_counts()
+        live, live_bytes = usage.get(oldest, (0, 0))
         if not 0 < live <= self.compact_live_limit:
             return []
         if live_bytes > self.max_file_length * COMPACT_LIVE_SHARE:
-            return []
+            journal_bytes = (len(files.file_ids) - 1) * self.max_file_length + files.position
+            all_live_bytes = sum(size for _, size in usage.values())
+            if all_live_bytes > journal_bytes * COMPACT_LIVE_SHARE:
+                return []
         entries = dict(index.messages())
         ops: list[JournalOp] = []
         moved: set[int] = set()

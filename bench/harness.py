@@ -70,10 +70,7 @@ class Broker:
         return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
     def status(self, key: str) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-        return 0
+        return runtimes.status_kib(self.pid, key) or 0
 
     def rss_kib(self) -> int:
         return self.status("VmRSS")
@@ -356,8 +353,13 @@ def openwire_tools(b: Broker, s: Sizes) -> Measure:
         stderr=subprocess.DEVNULL,
     )
     tools_cpu = waited_cpu_s(producer, 1800) + waited_cpu_s(consumer, 1800)
-    m = Measure(s.openwire_messages, time.monotonic() - t0, [], b.cpu_s() - cpu0, b.status("VmHWM"))
-    m.client_cpu_s = tools_cpu
+    m = Measure(
+        s.openwire_messages,
+        time.monotonic() - t0,
+        cpu_s=b.cpu_s() - cpu0,
+        peak_rss_kib=b.status("VmHWM"),
+        client_cpu_s=tools_cpu,
+    )
     if consumer.returncode or producer.returncode:
         m.note = f"tool exit codes {producer.returncode}/{consumer.returncode}"
     return m
@@ -458,9 +460,8 @@ def run(sizes: Sizes, only: list[str], repeat: int = 1) -> tuple[list[Row], list
             "dovecote": runtimes.python_idle_rss_kib(),
             "activemq": runtimes.jvm_idle_rss_kib(),
         }
-    heavy = [
-        w.name for w in WORKLOADS if w.disk_heavy and (not only or any(o in w.name for o in only))
-    ]
+    selected = [w for w in WORKLOADS if not only or any(o in w.name for o in only)]
+    heavy = [w.name for w in selected if w.disk_heavy]
     probe_mb_s = disk.synced_write_mb_s(Path(tempfile.gettempdir())) if heavy else 0.0
     for kind in ("dovecote", "activemq"):
         with (
@@ -468,9 +469,7 @@ def run(sizes: Sizes, only: list[str], repeat: int = 1) -> tuple[list[Row], list
             started(kind, Path(tmp)) as b,
         ):
             idle[kind] = b.idle_rss_kib
-            for w in WORKLOADS:
-                if only and not any(o in w.name for o in only):
-                    continue
+            for w in selected:
                 print(f"  {kind}: {w.name} ...", file=sys.stderr, flush=True)
                 runs = [w.run(b, sizes) for _ in range(repeat)]
                 # The median run by throughput, whole (its latencies and CPU with it): one

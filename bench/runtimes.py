@@ -51,11 +51,12 @@ public class Idle {
 """
 
 
-def rss_kib(pid: int) -> int:
+def status_kib(pid: int, key: str) -> int | None:
+    """A figure in kB from /proc/PID/status (VmRSS, VmHWM, ...); None when it has none."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(key + ":"):
             return int(line.split()[1])
-    raise RuntimeError(f"process {pid} has no VmRSS")
+    return None
 
 
 def idle_rss_kib(command: Sequence[str]) -> int:
@@ -72,7 +73,10 @@ def idle_rss_kib(command: Sequence[str]) -> int:
         time.sleep(SETTLE_S)
         if proc.poll() is not None:
             raise RuntimeError(f"{command[0]} exited with {proc.returncode} while idle")
-        return rss_kib(proc.pid)
+        rss = status_kib(proc.pid, "VmRSS")
+        if rss is None:
+            raise RuntimeError(f"{command[0]} has no VmRSS")
+        return rss
     finally:
         if proc.poll() is None:
             proc.kill()

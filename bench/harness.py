@@ -5,10 +5,12 @@ Markdown table with the ratio dovecote/ActiveMQ on every row (issue 7).
 
 ``make bench`` runs the short form three times over (a few minutes; each figure is from the
 median run); ``--full`` uses the issue's sizes (a 100k backlog, 1M messages for recovery).
-Both brokers run on loopback with equivalent stores: dovecote's journal and ActiveMQ's
-KahaDB, both syncing to disk before confirming a persistent send. The load comes from
-bench/loadgen.py (separate processes, raw pipelined STOMP) and, for the OpenWire rows,
-ActiveMQ's own producer and consumer tools (a JVM each, for both brokers).
+Both brokers run on loopback, at the same time, with equivalent stores: dovecote's journal
+and ActiveMQ's KahaDB, both syncing to disk before confirming a persistent send. Each
+workload's runs alternate between them (dovecote then ActiveMQ, then the other way round),
+each once both are quiet, so that the machine's drift over minutes falls on both alike.
+The load comes from bench/loadgen.py (separate processes, raw pipelined STOMP) and, for the
+OpenWire rows, ActiveMQ's own producer and consumer tools (a JVM each, for both brokers).
 
 For every ratio, higher is better for dovecote: throughput ratios are dovecote/ActiveMQ,
 latency, CPU, memory and time ratios are ActiveMQ/dovecote. The broker's CPU seconds and RSS
@@ -20,14 +22,13 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import disk  # noqa: E402
 import loadgen  # noqa: E402
 import runtimes  # noqa: E402
+from table import Row, markdown  # noqa: E402
 
 from activemq import HOME as AMQ_HOME  # noqa: E402
 from activemq import accepts, running_activemq  # noqa: E402
@@ -135,7 +137,6 @@ class Measure:
 class Workload:
     name: str
     run: Callable[[Broker, Sizes], Measure]
-    fresh_broker: bool = False
     disk_heavy: bool = False
     """Its table shows what was written to disk, against what the disk takes alone."""
 
@@ -420,34 +421,59 @@ def recovery(kind: str, s: Sizes, workdir: Path) -> tuple[float, float]:
     return empty_start, restart
 
 
-# -- the table --------------------------------------------------------------------------------
+# -- the run ----------------------------------------------------------------------------------
 
 
-@dataclass
-class Row:
-    label: str
-    dovecote: float | None
-    activemq: float | None
-    higher_is_better: bool
-    fmt: str
+KINDS = ("dovecote", "activemq")
 
-    def ratio(self) -> str:
-        if not self.dovecote or not self.activemq:
-            return "-"
-        r = (
-            self.dovecote / self.activemq
-            if self.higher_is_better
-            else self.activemq / self.dovecote
-        )
-        return f"{r:.2f}x"
 
-    def cells(self) -> list[str]:
-        show = [("-" if v is None else format(v, self.fmt)) for v in (self.dovecote, self.activemq)]
-        return [self.label, *show, self.ratio()]
+def wait_quiet(
+    brokers: Iterable[Broker], window_s: float = 0.5, share: float = 0.05, timeout_s: float = 20.0
+) -> None:
+    """Poll until no broker uses more than ``share`` of a core over a window: a JVM collects
+    garbage and KahaDB checkpoints its index a while after a run, and that work must not
+    fall on the next run, whichever broker's it is."""
+    deadline = time.monotonic() + timeout_s
+    brokers = list(brokers)
+    while time.monotonic() < deadline:
+        before = [b.cpu_s() for b in brokers]
+        time.sleep(window_s)
+        if all(b.cpu_s() - c <= share * window_s for b, c in zip(brokers, before, strict=True)):
+            return
+
+
+def side_by_side(
+    brokers: dict[str, Broker],
+    workloads: list[Workload],
+    sizes: Sizes,
+    repeat: int,
+    quiet: Callable[[Iterable[Broker]], None] = wait_quiet,
+) -> dict[str, dict[str, list[Measure]]]:
+    """Every run of every workload, alternating between the brokers (A B, then B A, ...),
+    both running throughout. This machine drifts over minutes (the shared disk's latency, a
+    neighbour's load: a broker's rate moved by 2x between runs an hour apart); taken in
+    turns, a drift falls on both brokers alike instead of on whichever ran then."""
+    runs: dict[str, dict[str, list[Measure]]] = {}
+    kinds = list(brokers)
+    for w in workloads:
+        by_kind = runs.setdefault(w.name, {kind: [] for kind in kinds})
+        for i in range(repeat):
+            for kind in kinds if i % 2 == 0 else kinds[::-1]:
+                print(f"  {kind}: {w.name} ({i + 1}/{repeat}) ...", file=sys.stderr, flush=True)
+                quiet(brokers.values())
+                by_kind[kind].append(w.run(brokers[kind], sizes))
+    return runs
+
+
+def median_run(runs: list[Measure]) -> Measure:
+    """The median run by throughput, whole (its latencies and CPU with it): one run's
+    figures move by 20% or more on a shared 2-core machine."""
+    return sorted(runs, key=lambda r: r.rate)[len(runs) // 2]
 
 
 def run(sizes: Sizes, only: list[str], repeat: int = 1) -> tuple[list[Row], list[str]]:
     results: dict[str, dict[str, Measure]] = {}
+    pair_ratios: dict[str, list[float]] = {}
     rows: list[Row] = []
     notes: list[str] = []
     starts: dict[str, tuple[float, float]] = {}
@@ -463,28 +489,29 @@ def run(sizes: Sizes, only: list[str], repeat: int = 1) -> tuple[list[Row], list
     selected = [w for w in WORKLOADS if not only or any(o in w.name for o in only)]
     heavy = [w.name for w in selected if w.disk_heavy]
     probe_mb_s = disk.synced_write_mb_s(Path(tempfile.gettempdir())) if heavy else 0.0
-    for kind in ("dovecote", "activemq"):
-        with (
-            tempfile.TemporaryDirectory(prefix=f"bench-{kind}-") as tmp,
-            started(kind, Path(tmp)) as b,
-        ):
-            idle[kind] = b.idle_rss_kib
-            for w in selected:
-                print(f"  {kind}: {w.name} ...", file=sys.stderr, flush=True)
-                runs = [w.run(b, sizes) for _ in range(repeat)]
-                # The median run by throughput, whole (its latencies and CPU with it): one
-                # run's figures move by 20% or more on a shared 2-core machine.
-                m = sorted(runs, key=lambda r: r.rate)[len(runs) // 2]
-                results.setdefault(w.name, {})[kind] = m
-                notes += [f"{kind}, {w.name}: {r.note}" for r in runs if r.note]
-            peak[kind] = b.status("VmHWM")
+    with ExitStack() as stack:
+        brokers: dict[str, Broker] = {}
+        for kind in KINDS:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"bench-{kind}-"))
+            brokers[kind] = stack.enter_context(started(kind, Path(tmp)))
+            idle[kind] = brokers[kind].idle_rss_kib
+        for name, by_kind in side_by_side(brokers, selected, sizes, repeat).items():
+            results[name] = {kind: median_run(runs) for kind, runs in by_kind.items()}
+            pairs = zip(by_kind["dovecote"], by_kind["activemq"], strict=True)
+            pair_ratios[name] = [d.rate / a.rate for d, a in pairs if a.rate]
+            for kind, runs in by_kind.items():
+                notes += [f"{kind}, {name}: {r.note}" for r in runs if r.note]
+        peak = {kind: b.status("VmHWM") for kind, b in brokers.items()}
+    for kind in KINDS:
         if not only or any("recovery" in o for o in only):
             with tempfile.TemporaryDirectory(prefix=f"bench-{kind}-rec-") as tmp:
                 print(f"  {kind}: start and recovery ...", file=sys.stderr, flush=True)
                 starts[kind] = recovery(kind, sizes, Path(tmp))
     for name, by_kind in results.items():
         d, a = by_kind.get("dovecote"), by_kind.get("activemq")
-        rows.append(Row(f"{name}: msg/s", d and d.rate, a and a.rate, True, ",.0f"))
+        rows.append(
+            Row(f"{name}: msg/s", d and d.rate, a and a.rate, True, ",.0f", pair_ratios[name])
+        )
         for q in (0.5, 0.99):
             dl, al = d and d.percentile(q), a and a.percentile(q)
             if dl is not None or al is not None:
@@ -574,22 +601,6 @@ def client_bound(name: str, d: Measure, a: Measure) -> str:
         f" {cores} cores: with a broker costing nothing the row would be at most {best}"
         f" (it took {d.seconds:.2f} s against ActiveMQ's {a.seconds:.2f} s)"
     )
-
-
-def markdown(rows: list[Row], notes: list[str], command: str) -> str:
-    lines = [
-        f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores ({platform.machine()}),"
-        f" Python {platform.python_version()}, `{command}`. Ratio: how many times better"
-        " dovecote is (throughput dovecote/ActiveMQ; latency, CPU, memory, time"
-        " ActiveMQ/dovecote).",
-        "",
-        "| Workload and figure | dovecote | ActiveMQ 5.17 | ratio |",
-        "|---|---:|---:|---:|",
-    ]
-    lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
-    if notes:
-        lines += ["", "Notes:"] + [f"- {n}" for n in notes]
-    return "\n".join(lines) + "\n"
 
 
 def main() -> None:

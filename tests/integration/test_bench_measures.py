@@ -3,8 +3,11 @@ bound figures), on real processes: a figure in bench/RESULTS.md is only as good 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import disk
 import harness
 import runtimes
+from table import Row
 
 MIB = 1024
 
@@ -134,3 +138,72 @@ def test_the_disk_note() -> None:
     assert "ActiveMQ 204.8 KiB at 52 MB/s" in note
     # the bound from the broker that writes least per message: 102.4e6 B/s / 104,858 B
     assert "at most 977 msg/s" in note
+
+
+def _broker(kind: str, pid: int) -> harness.Broker:
+    return harness.Broker(kind, pid, 0, 0, 0.0)
+
+
+def test_runs_alternate_between_the_brokers_each_after_a_quiet_wait() -> None:
+    """A B, B A, A B: a drift of the machine during a workload falls on both brokers."""
+    events: list[str] = []
+    brokers = {k: _broker(k, os.getpid()) for k in ("dovecote", "activemq")}
+
+    def workload(b: harness.Broker, s: harness.Sizes) -> harness.Measure:
+        events.append(b.kind)
+        return harness.Measure(len([e for e in events if e != "quiet"]), 1.0)
+
+    def quiet(waited_for: Iterable[harness.Broker]) -> None:
+        assert {b.kind for b in waited_for} == set(brokers)  # both, not just the next one
+        events.append("quiet")
+
+    workloads = [harness.Workload("one", workload), harness.Workload("two", workload)]
+    runs = harness.side_by_side(brokers, workloads, harness.SHORT, 3, quiet)
+    order = [e for e in events if e != "quiet"]
+    assert order == ["dovecote", "activemq", "activemq", "dovecote", "dovecote", "activemq"] * 2
+    assert events[::2] == ["quiet"] * 12  # a wait before every run
+    assert [m.messages for m in runs["one"]["dovecote"]] == [1, 4, 5]
+    assert [m.messages for m in runs["two"]["activemq"]] == [8, 9, 12]
+    assert harness.median_run(runs["one"]["dovecote"]).messages == 4
+
+
+def test_the_quiet_wait_outlasts_a_busy_broker(tmp_path: Path) -> None:
+    """It returns once the process stops using CPU, not before, and gives up on one that
+    never does."""
+    busy_s = 1.5
+    code = (
+        "import time\n"
+        f"end = time.monotonic() + {busy_s}\n"
+        "while time.monotonic() < end: pass\n"
+        "time.sleep(60)\n"
+    )
+    child = subprocess.Popen(python(code))
+    try:
+        started = time.monotonic()
+        harness.wait_quiet([_broker("activemq", child.pid)], window_s=0.2)
+        assert time.monotonic() - started >= busy_s - 0.2
+    finally:
+        child.kill()
+        child.wait()
+    spinning = subprocess.Popen(python("while True: pass"))
+    try:
+        started = time.monotonic()
+        harness.wait_quiet([_broker("activemq", spinning.pid)], window_s=0.2, timeout_s=1.0)
+        assert 1.0 <= time.monotonic() - started < 5.0
+    finally:
+        spinning.kill()
+        spinning.wait()
+
+
+@pytest.mark.parametrize(
+    ("row", "shown"),
+    [
+        (Row("a: msg/s", 1200.0, 1000.0, True, ",.0f", [0.9, 1.5, 1.2]), "1.20x (0.90-1.50)"),
+        (Row("a: msg/s", 1200.0, 1000.0, True, ",.0f", [1.2]), "1.20x"),
+        (Row("a: msg/s", 1200.0, 1000.0, True, ",.0f"), "1.20x"),
+        (Row("a: p99 latency ms", 2.0, 3.0, False, ".2f"), "1.50x"),
+        (Row("a: msg/s", None, 1000.0, True, ",.0f", [1.0, 2.0]), "-"),
+    ],
+)
+def test_the_ratio_cell(row: Row, shown: str) -> None:
+    assert row.cells()[-1] == shown

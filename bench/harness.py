@@ -448,15 +448,25 @@ def side_by_side(
     sizes: Sizes,
     repeat: int,
     quiet: Callable[[Iterable[Broker]], None] = wait_quiet,
+    warm_up: Sizes | None = SHORT,
 ) -> dict[str, dict[str, list[Measure]]]:
     """Every run of every workload, alternating between the brokers (A B, then B A, ...),
     both running throughout. This machine drifts over minutes (the shared disk's latency, a
     neighbour's load: a broker's rate moved by 2x between runs an hour apart); taken in
-    turns, a drift falls on both brokers alike instead of on whichever ran then."""
+    turns, a drift falls on both brokers alike instead of on whichever ran then.
+
+    Each workload first runs once on each broker at ``warm_up``'s sizes, not measured:
+    ActiveMQ's JIT compiles a workload's paths during its first run (a cold non-persistent
+    run made 19k msg/s, the next 39k), and a broker in service is warm."""
     runs: dict[str, dict[str, list[Measure]]] = {}
     kinds = list(brokers)
     for w in workloads:
         by_kind = runs.setdefault(w.name, {kind: [] for kind in kinds})
+        if warm_up is not None:
+            for kind in kinds:
+                print(f"  {kind}: {w.name} (warm-up) ...", file=sys.stderr, flush=True)
+                quiet(brokers.values())
+                w.run(brokers[kind], warm_up)
         for i in range(repeat):
             for kind in kinds if i % 2 == 0 else kinds[::-1]:
                 print(f"  {kind}: {w.name} ({i + 1}/{repeat}) ...", file=sys.stderr, flush=True)

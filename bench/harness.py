@@ -9,8 +9,9 @@ Both brokers run on loopback, at the same time, with equivalent stores: dovecote
 and ActiveMQ's KahaDB, both syncing to disk before confirming a persistent send. Each
 workload's runs alternate between them (dovecote then ActiveMQ, then the other way round),
 each once both are quiet, so that the machine's drift over minutes falls on both alike.
-The load comes from bench/loadgen.py (separate processes, raw pipelined STOMP) and, for the
-OpenWire rows, ActiveMQ's own producer and consumer tools (a JVM each, for both brokers).
+The load comes from bench/loadgen.py (separate processes, raw pipelined STOMP), for one
+OpenWire row from ActiveMQ's own producer and consumer tools (a JVM each, for both brokers)
+and for the other from bench/owload.py (raw pipelined OpenWire, a process each).
 
 For every ratio, higher is better for dovecote: throughput ratios are dovecote/ActiveMQ,
 latency, CPU, memory and time ratios are ActiveMQ/dovecote. The broker's CPU seconds and RSS
@@ -38,6 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import disk  # noqa: E402
 import loadgen  # noqa: E402
+import owload  # noqa: E402
 import runtimes  # noqa: E402
 from table import Row, markdown  # noqa: E402
 
@@ -366,6 +368,28 @@ def openwire_tools(b: Broker, s: Sizes) -> Measure:
     return m
 
 
+def openwire_raw(b: Broker, s: Sizes) -> Measure:
+    """Non-persistent 1→1 over OpenWire from bench/owload.py's raw pipelined producer and
+    consumer (a process each): the brokers set the pace, not a client's CPU."""
+    queue = _queue_name("owraw")
+    manager = mp.Manager()
+    ready = manager.Event()
+    start = manager.Barrier(2)
+    consumer = pool().submit(owload.consume, b.openwire_port, queue, s.np_messages, ready)
+    ready.wait(60)
+    producer = pool().submit(owload.produce, b.openwire_port, queue, s.np_messages, 1024, start)
+    cpu0 = b.cpu_s()
+    start.wait()
+    t0 = time.monotonic()
+    producer.result(1800)
+    received, last, latencies = consumer.result(1800)
+    m = Measure(received, last - t0, latencies, b.cpu_s() - cpu0, b.status("VmHWM"))
+    if received < s.np_messages:
+        m.note = f"only {received} of {s.np_messages} received"
+    manager.shutdown()
+    return m
+
+
 def waited_cpu_s(proc: subprocess.Popen[bytes], timeout_s: float) -> float:
     """Wait for a child to exit (killed past the timeout) and return the CPU seconds it
     used, all its threads (os.wait4's resource usage; Popen.wait does not give it)."""
@@ -391,6 +415,7 @@ WORKLOADS = [
     Workload("topic fan-out 1→8 (deliveries)", fanout_1_8),
     Workload("100 KiB persistent messages", large_100k, disk_heavy=True),
     Workload("OpenWire, ActiveMQ's tools", openwire_tools),
+    Workload("OpenWire, raw pipelined load, non-persistent 1→1", openwire_raw),
 ]
 
 

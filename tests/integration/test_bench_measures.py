@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,8 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import disk
 import harness
+import owload
 import runtimes
 from table import Row
+
+from activemq import running_activemq
+from brokers import running_broker
 
 MIB = 1024
 
@@ -209,3 +214,30 @@ def test_the_quiet_wait_outlasts_a_busy_broker(tmp_path: Path) -> None:
 )
 def test_the_ratio_cell(row: Row, shown: str) -> None:
     assert row.cells()[-1] == shown
+
+
+@pytest.mark.parametrize("kind", ["dovecote", "activemq"])
+def test_the_raw_openwire_load_runs_through_either_broker(kind: str, tmp_path: Path) -> None:
+    """bench/owload.py against a real broker of each kind: every message arrives, several
+    prefetch windows' worth (so its acks must free the window), and each read gives a
+    latency."""
+    count = 4 * owload.PREFETCH + 123
+    starter = threading.Barrier(1)
+    ready = threading.Event()
+    result: dict[str, tuple[int, float, list[int]]] = {}
+    with (
+        running_broker(workdir=tmp_path)
+        if kind == "dovecote"
+        else running_activemq(tmp_path) as broker
+    ):
+        port = broker.openwire_port
+        consumer = threading.Thread(
+            target=lambda: result.setdefault("got", owload.consume(port, "raw", count, ready))
+        )
+        consumer.start()
+        assert ready.wait(60)
+        owload.produce(port, "raw", count, 1024, starter)
+        consumer.join(120)
+    received, _, latencies = result["got"]
+    assert received == count
+    assert latencies and all(0 <= x < 60e9 for x in latencies)

@@ -44,7 +44,7 @@ class TransportClosedError(ConnectionError):
     pass
 
 
-def _client_wire_format(options: WireFormatOptions) -> Structure:
+def client_wire_format(options: WireFormatOptions) -> Structure:
     properties: dict[str, object] = {
         "TightEncodingEnabled": False, "CacheEnabled": False, "SizePrefixDisabled": False,
         "StackTraceEnabled": False, "TcpNoDelayEnabled": True,
@@ -93,7 +93,7 @@ class ClientTransport:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, int(self.transport.tcpNoDelay))
         sock.settimeout(None)
         self._sock = sock
-        self._ours = _client_wire_format(self.wire)
+        self._ours = client_wire_format(self.wire)
         self._send(self._ours)
         threading.Thread(
             target=self._read_forever, name="dovecote-client-reader", daemon=True

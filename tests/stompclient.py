@@ -14,6 +14,7 @@ import stomp
 from stomp.utils import Frame
 
 WAIT_S = 10.0
+DISCONNECT_WAIT_S = 5.0
 
 
 @dataclass
@@ -151,8 +152,13 @@ class Client:
         self.close()
 
     def close(self) -> None:
+        """DISCONNECT, and return once the broker has handled it (its receipt ends the
+        connection): stomp.py does not wait, and a test's next step on another connection
+        could otherwise overtake it (finding a temporary queue of this one still there)."""
         # The broker may already have closed the socket (after an ERROR frame) before
         # stomp.py noticed: a failed DISCONNECT is then expected, not a test failure.
         if self.conn.is_connected():
             with contextlib.suppress(OSError, stomp.exception.StompException):
                 self.conn.disconnect()
+                with contextlib.suppress(queue.Empty):
+                    self.listener.disconnected.get(timeout=DISCONNECT_WAIT_S)

@@ -1,6 +1,6 @@
 """The frozen records of the command vocabulary pickle and copy to equal objects and stay
 frozen, interpreted or compiled (build_native.py compiles core/: a compiled frozen dataclass
-unpickles only through ``records.pickle_frozen_by_fields``)."""
+unpickles only through ``records.pickle_by_fields``)."""
 
 from __future__ import annotations
 

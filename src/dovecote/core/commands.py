@@ -13,7 +13,7 @@ from enum import IntEnum
 from dovecote.core.destinations import Destination
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
 from dovecote.core.message import Message
-from dovecote.core.records import per_message_record, pickle_frozen_by_fields
+from dovecote.core.records import pickle_by_fields
 
 # Default prefetch sizes, ActiveMQ's ActiveMQPrefetchPolicy (SPEC C2).
 QUEUE_PREFETCH = 1000
@@ -87,9 +87,10 @@ class ProducerInfo:
     window_size: int = 0
 
 
-@per_message_record
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class SendMessage:
-    """A producer's send; ``transaction_id`` defers it to the commit."""
+    """A producer's send; ``transaction_id`` defers it to the commit. (This and the other
+    per-message records are immutable by convention: see core/records.py.)"""
 
     message: Message
     transaction_id: TransactionId | None = None
@@ -97,8 +98,18 @@ class SendMessage:
     """False for a producer limited by its own window (OpenWire's producerWindowSize): the
     broker accepts the message and the adapter holds the ProducerAck back instead (S3, S4)."""
 
+    def __init__(
+        self,
+        message: Message,
+        transaction_id: TransactionId | None = None,
+        flow_control: bool = True,
+    ) -> None:
+        self.message = message
+        self.transaction_id = transaction_id
+        self.flow_control = flow_control
 
-@per_message_record
+
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class MessageAck:
     consumer_id: ConsumerId
     ack_type: AckType
@@ -111,6 +122,26 @@ class MessageAck:
     """The client waits for this ack to be done (a STOMP receipt, an OpenWire response):
     its store write is synced. Others are not (as KahaDB does): a crash of the machine
     before the next sync may redeliver them; a crash of the broker cannot."""
+
+    def __init__(
+        self,
+        consumer_id: ConsumerId,
+        ack_type: AckType,
+        last_message_id: str,
+        first_message_id: str | None = None,
+        message_count: int = 1,
+        transaction_id: TransactionId | None = None,
+        poison_cause: str | None = None,
+        sync: bool = True,
+    ) -> None:
+        self.consumer_id = consumer_id
+        self.ack_type = ack_type
+        self.last_message_id = last_message_id
+        self.first_message_id = first_message_id
+        self.message_count = message_count
+        self.transaction_id = transaction_id
+        self.poison_cause = poison_cause
+        self.sync = sync
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +191,7 @@ class DestinationInfo:
     add: bool = True
 
 
-@per_message_record
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class MessageDispatch:
     """Broker to consumer: one message, or ``message=None`` as the empty answer to a pull
     or the end of a browse."""
@@ -169,6 +200,11 @@ class MessageDispatch:
     message: Message | None
     sequence: int = 0
     """The broker's sequence of this dispatch, echoed by RemoveInfo.last_delivered_sequence."""
+
+    def __init__(self, consumer_id: ConsumerId, message: Message | None, sequence: int = 0) -> None:
+        self.consumer_id = consumer_id
+        self.message = message
+        self.sequence = sequence
 
 
 Command = (
@@ -186,4 +222,4 @@ Command = (
 )
 
 
-pickle_frozen_by_fields(__name__)
+pickle_by_fields(__name__)

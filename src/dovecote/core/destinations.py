@@ -13,7 +13,7 @@ from enum import StrEnum
 from functools import lru_cache
 
 from dovecote.core.errors import InvalidDestinationError
-from dovecote.core.records import pickle_frozen_by_fields
+from dovecote.core.records import pickle_by_fields
 
 
 class DestinationType(StrEnum):
@@ -144,4 +144,4 @@ def destination_matches(subscribed: Destination, actual: Destination) -> bool:
     return subscribed.type == actual.type and wildcard_matches(subscribed.name, actual.name)
 
 
-pickle_frozen_by_fields(__name__)
+pickle_by_fields(__name__)

@@ -9,7 +9,7 @@ import os
 import socket
 from dataclasses import dataclass
 
-from dovecote.core.records import pickle_frozen_by_fields
+from dovecote.core.records import pickle_by_fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,4 +101,4 @@ class IdGenerator:
         return f"{self._base}-{next(self._counter)}"
 
 
-pickle_frozen_by_fields(__name__)
+pickle_by_fields(__name__)

@@ -9,13 +9,13 @@ stamps it on the copy it dispatches.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from types import MappingProxyType
 from typing import Final
 
 from dovecote.core.destinations import Destination
-from dovecote.core.records import per_message_record
+from dovecote.core.records import pickle_by_fields
 
 PropertyValue = bool | int | float | str | bytes | None
 
@@ -34,8 +34,11 @@ class BodyType(IntEnum):
     OBJECT = 5
 
 
-@per_message_record
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class Message:
+    """Immutable by convention (see core/records.py): nothing assigns to a message's fields
+    once it is built; ``replace`` makes a changed copy."""
+
     message_id: str
     destination: Destination
     body: bytes = b""
@@ -64,6 +67,53 @@ class Message:
     """The broker's order number, stamped when it accepts the message for a queue or a
     durable subscription and stored with it; increasing across restarts (0: none). Streaming
     readers (the Spark source) address ranges of a destination by it."""
+
+    def __init__(
+        self,
+        message_id: str,
+        destination: Destination,
+        body: bytes = b"",
+        body_type: BodyType = BodyType.BYTES,
+        persistent: bool = False,
+        priority: int = DEFAULT_PRIORITY,
+        timestamp: int = 0,
+        expiration: int = 0,
+        correlation_id: str | None = None,
+        reply_to: Destination | None = None,
+        type: str | None = None,
+        group_id: str | None = None,
+        group_seq: int = 0,
+        producer_id: str | None = None,
+        connection_id: str | None = None,
+        user_id: str | None = None,
+        redelivery_counter: int = 0,
+        original_destination: Destination | None = None,
+        properties: Mapping[str, PropertyValue] = _EMPTY,
+        data_structure: object | None = None,
+        sequence: int = 0,
+    ) -> None:
+        # Written out (records.py says why); a unit test keeps it in step with the fields.
+        self.message_id = message_id
+        self.destination = destination
+        self.body = body
+        self.body_type = body_type
+        self.persistent = persistent
+        self.priority = priority
+        self.timestamp = timestamp
+        self.expiration = expiration
+        self.correlation_id = correlation_id
+        self.reply_to = reply_to
+        self.type = type
+        self.group_id = group_id
+        self.group_seq = group_seq
+        self.producer_id = producer_id
+        self.connection_id = connection_id
+        self.user_id = user_id
+        self.redelivery_counter = redelivery_counter
+        self.original_destination = original_destination
+        self.properties = properties
+        self.data_structure = data_structure
+        self.sequence = sequence
 
     def is_expired(self, now_ms: int) -> bool:
         return self.expiration > 0 and now_ms >= self.expiration
@@ -112,3 +162,6 @@ _HEADER_GETTERS: Final[dict[str, Callable[[Message], PropertyValue]]] = {
     "JMSDestination": lambda m: str(m.destination),
     "JMSReplyTo": lambda m: str(m.reply_to) if m.reply_to else None,
 }
+
+
+pickle_by_fields(__name__)

@@ -96,8 +96,11 @@ _EXCEPTIONS: Final[tuple[tuple[type[DovecoteError], str], ...]] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class OpenWireRequest:
+    """What one command asks for. One per command read: built as core/records.py says (a
+    written-out ``__init__``), and as immutable."""
+
     commands: tuple[Command, ...] = ()
     reply: Structure | None = None
     connect: ConnectionInfo | None = None
@@ -106,6 +109,22 @@ class OpenWireRequest:
     """Sent after the commands when the producer has a window (ProducerAck)..."""
     held_for: Message | None = None
     """...once this message's destination has memory to spare: producer flow control."""
+
+    def __init__(
+        self,
+        commands: tuple[Command, ...] = (),
+        reply: Structure | None = None,
+        connect: ConnectionInfo | None = None,
+        close: bool = False,
+        producer_ack: Structure | None = None,
+        held_for: Message | None = None,
+    ) -> None:
+        self.commands = commands
+        self.reply = reply
+        self.connect = connect
+        self.close = close
+        self.producer_ack = producer_ack
+        self.held_for = held_for
 
 
 def destination_of(s: Structure | None) -> Destination | None:

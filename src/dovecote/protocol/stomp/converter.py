@@ -53,7 +53,6 @@ from dovecote.core.errors import (
 )
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
 from dovecote.core.message import BodyType, Message, PropertyValue
-from dovecote.core.records import per_message_record
 from dovecote.protocol.stomp.frames import Frame, encode_frame, escape_header
 from dovecote.protocol.stomp.message_frames import (
     has_temporary,
@@ -93,15 +92,28 @@ _ACK_MODES: Final = ("auto", "client", "client-individual")
 _RESOLVED_MAX: Final = 1024
 
 
-@per_message_record
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class StompRequest:
     """What one client frame asks for: commands to run in order, then a frame to answer
-    with (a RECEIPT or CONNECTED), and whether to close afterwards."""
+    with (a RECEIPT or CONNECTED), and whether to close afterwards. One per frame: built
+    as core/records.py says, and as immutable."""
 
     commands: tuple[Command, ...] = ()
     reply: Frame | None = None
     connect: ConnectionInfo | None = None
     close: bool = False
+
+    def __init__(
+        self,
+        commands: tuple[Command, ...] = (),
+        reply: Frame | None = None,
+        connect: ConnectionInfo | None = None,
+        close: bool = False,
+    ) -> None:
+        self.commands = commands
+        self.reply = reply
+        self.connect = connect
+        self.close = close
 
 
 @dataclass(slots=True)

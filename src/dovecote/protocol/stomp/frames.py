@@ -26,6 +26,7 @@ from enum import Enum
 from typing import Final
 
 from dovecote.core.errors import FrameTooLargeError, LocalProtocolError, RemoteProtocolError
+from dovecote.core.records import pickle_by_fields
 
 DEFAULT_MAX_FRAME_SIZE: Final = 64 * 1024 * 1024
 """ActiveMQ's default maxFrameSize for STOMP is larger still; 64 MiB bounds memory per frame."""
@@ -56,11 +57,21 @@ NEED_DATA: Final = _Event.NEED_DATA
 HEARTBEAT: Final = _Event.HEARTBEAT
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class Frame:
+    """One frame. Built for every frame read, so made as core/records.py says (a
+    written-out ``__init__``), and as immutable."""
+
     command: str
     headers: tuple[tuple[str, str], ...] = ()
     body: bytes = b""
+
+    def __init__(
+        self, command: str, headers: tuple[tuple[str, str], ...] = (), body: bytes = b""
+    ) -> None:
+        self.command = command
+        self.headers = headers
+        self.body = body
 
     def get(self, name: str, default: str | None = None) -> str | None:
         for key, value in self.headers:
@@ -347,3 +358,6 @@ def encode_frame(frame: Frame, version: str = "1.2") -> bytes:
         lines.append(f"content-length:{len(frame.body)}")
     # One join copies the body once; chained + would copy it twice.
     return b"".join(("\n".join(lines).encode("utf-8"), b"\n\n", frame.body, b"\x00"))
+
+
+pickle_by_fields(__name__)

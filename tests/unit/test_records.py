@@ -1,0 +1,112 @@
+"""The per-message records (core/records.py) are dataclasses with a written-out
+``__init__``: it must take every field, in order, under its name, with its default, and the
+records must compare, hash, copy, pickle and ``replace`` as dataclasses do."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+from typing import Any
+
+import pytest
+
+from dovecote.core.commands import AckType, MessageAck, MessageDispatch, SendMessage
+from dovecote.core.destinations import queue
+from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
+from dovecote.core.message import Message
+from dovecote.protocol.openwire.converter import OpenWireRequest
+from dovecote.protocol.stomp.converter import StompRequest
+from dovecote.protocol.stomp.frames import Frame
+
+CONSUMER = ConsumerId(SessionId(ConnectionId("ID:c"), 1), 2)
+MESSAGE = Message("ID:m:1", queue("q"), b"body", properties={"k": "v"})
+RECORDS: dict[type, dict[str, Any]] = {
+    # For each record: a value for its required fields.
+    Message: {"message_id": "ID:m:1", "destination": queue("q")},
+    SendMessage: {"message": MESSAGE},
+    MessageAck: {"consumer_id": CONSUMER, "ack_type": AckType.STANDARD, "last_message_id": "x"},
+    MessageDispatch: {"consumer_id": CONSUMER, "message": MESSAGE},
+    StompRequest: {},
+    OpenWireRequest: {},
+    Frame: {"command": "SEND"},
+}
+HOLD_A_MESSAGE = (Message, SendMessage, MessageDispatch)
+
+
+class _Distinct:
+    """A value unlike any default, one per field, so a field the __init__ sets from the
+    wrong argument shows."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+def _fields(cls: type) -> list[dataclasses.Field[Any]]:
+    return list(dataclasses.fields(cls))
+
+
+@pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
+def test_init_takes_every_field_in_order_with_its_default(cls: type) -> None:
+    fields = _fields(cls)
+    required = RECORDS[cls]
+    assert [f.name for f in fields if f.default is dataclasses.MISSING and
+            f.default_factory is dataclasses.MISSING] == list(required)  # fmt: skip
+    built = cls(**required)
+    for f in fields:
+        if f.name in required:
+            assert getattr(built, f.name) is required[f.name]
+        elif f.default_factory is not dataclasses.MISSING:
+            assert getattr(built, f.name) == f.default_factory()
+        else:
+            assert getattr(built, f.name) == f.default, f.name
+    # Compiled code checks the types of the arguments, so distinct values go in only when
+    # the class runs interpreted; the names and order still show through keywords.
+    if not _compiled(cls):
+        values = [_Distinct(f.name) for f in fields]
+        by_position = cls(*values)
+        by_name = cls(**{f.name: v for f, v in zip(fields, values, strict=True)})
+        for f, value in zip(fields, values, strict=True):
+            assert getattr(by_position, f.name) is value
+            assert getattr(by_name, f.name) is value
+
+
+def _compiled(cls: type) -> bool:
+    import sys
+
+    return not str(getattr(sys.modules[cls.__module__], "__file__", "")).endswith(".py")
+
+
+@pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
+def test_compares_hashes_copies_pickles_and_replaces_as_a_dataclass(cls: type) -> None:
+    # A message's default properties, an empty read-only mapping, do not pickle: a dict does.
+    extra = {"properties": {}} if cls is Message else {}
+    record = cls(**RECORDS[cls], **extra)
+    same = cls(**RECORDS[cls], **extra)
+    assert record == same and record is not same
+    if cls not in HOLD_A_MESSAGE:  # a message's properties are a mapping: it has no hash
+        assert hash(record) == hash(same)
+    for again in (pickle.loads(pickle.dumps(record)), copy.copy(record), copy.deepcopy(record)):
+        assert type(again) is cls and again == record
+    first = _fields(cls)[0].name
+    changed = dataclasses.replace(record, **{first: same_type_other(getattr(record, first))})
+    assert changed != record
+    assert all(getattr(changed, f.name) == getattr(record, f.name) for f in _fields(cls)[1:])
+
+
+def same_type_other(value: object) -> object:
+    """A value of the same type as ``value`` but unequal to it."""
+    match value:
+        case str():
+            return value + "-other"
+        case tuple():
+            return (*value, None)
+        case Message():
+            return dataclasses.replace(value, message_id="ID:other")
+        case ConsumerId():
+            return ConsumerId(value.session_id, value.value + 1)
+        case _:
+            raise AssertionError(f"no other value for {value!r}")

@@ -9,12 +9,11 @@ Python's headers missing: the broker is then slower, not different).
 
 Modules are chosen by where the broker's time goes with many small messages (frame
 reading and writing, dispatch, acks, the journal's appends, and the ids, destinations and
-commands they all read). Left out: core/records.py (its dataclass_transform decorator must
-stay a Python function; the per-message records it makes stay interpreted classes, which
-are cheaper to build than compiled frozen ones), core/errors.py, and anything whose classes
-tests or users subclass or patch (an interpreted class cannot inherit from a compiled one).
-Compiled frozen dataclasses unpickle through their constructor
-(``records.pickle_frozen_by_fields``). A compiled module checks its type hints when it
+commands they all read). The records built per message are native classes compiled, with
+a written-out ``__init__`` (core/records.py says why). Left out: core/records.py,
+core/errors.py, and anything whose classes tests or users subclass or patch (an interpreted
+class cannot inherit from a compiled one). Compiled dataclasses unpickle through their
+constructor (``records.pickle_by_fields``). A compiled module checks its type hints when it
 runs: a hint that lies is a TypeError there, so a module joins the list only once the whole
 suite passes with it compiled.
 """

@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from dovecote.core.destinations import Destination
 from dovecote.core.message import Message
+from dovecote.core.records import pickle_by_fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,17 +32,27 @@ class DurableSubscription:
     no_local: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class AddMessage:
+    """A message stored. This and RemoveMessage come once per message: built as
+    core/records.py says, and as immutable."""
+
     message: Message
 
+    def __init__(self, message: Message) -> None:
+        self.message = message
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class RemoveMessage:
     """A queue message consumed (or moved away): it is gone from the destination."""
 
     destination: Destination
     message_id: str
+
+    def __init__(self, destination: Destination, message_id: str) -> None:
+        self.destination = destination
+        self.message_id = message_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,3 +190,6 @@ class PersistenceAdapter(Protocol):
 
     def message_count(self, destination: Destination) -> int:
         """How many stored messages a queue holds (for topics: messages any sub still needs)."""
+
+
+pickle_by_fields(__name__)

@@ -21,6 +21,7 @@ from functools import cache
 from typing import Any, Final, TypeVar, cast
 
 from dovecote.core.errors import RemoteProtocolError
+from dovecote.core.records import pickle_by_fields
 from dovecote.protocol.openwire.mutf8 import decode_mutf8, encode_mutf8
 from dovecote.protocol.openwire.schema import (
     COMMANDS,
@@ -42,13 +43,18 @@ _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Structure:
     """One OpenWire data structure: its type code and its fields by their Java names.
-    Missing fields read as None and are written as their kind's default."""
+    Missing fields read as None and are written as their kind's default. (Several are built
+    per message: the ``__init__`` is written out, as core/records.py says why.)"""
 
     type: int
     fields: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, type: int, fields: dict[str, Any] | None = None) -> None:
+        self.type = type
+        self.fields = {} if fields is None else fields
 
     def __getitem__(self, name: str) -> Any:
         return self.fields.get(name)
@@ -407,3 +413,6 @@ def write_throwable(out: bytearray, t: Throwable | None, st: bool) -> None:
                 _put_utf(out, text)
             out += _I.pack(line)
         write_throwable(out, t.cause, st)
+
+
+pickle_by_fields(__name__)

@@ -15,6 +15,7 @@ from zlib_ng.zlib_ng import crc32
 
 from dovecote.core.destinations import parse_destination
 from dovecote.core.message import Message
+from dovecote.core.records import pickle_by_fields
 from dovecote.store.api import (
     AckSubscription,
     AddMessage,
@@ -35,12 +36,17 @@ RECORD_HEADER: Final = struct.Struct("<IIB")
 BATCH: Final = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class SequencedAdd:
-    """An AddMessage with the store's sequence number, as the journal records it."""
+    """An AddMessage with the store's sequence number, as the journal records it. One per
+    message stored: built as core/records.py says, and as immutable."""
 
     seq: int
     message: Message
+
+    def __init__(self, seq: int, message: Message) -> None:
+        self.seq = seq
+        self.message = message
 
 
 JournalOp = (
@@ -154,3 +160,6 @@ def sequence(batch: Sequence[StoreOp], next_seq: int) -> tuple[list[JournalOp], 
         else:
             ops.append(op)
     return ops, next_seq
+
+
+pickle_by_fields(__name__)

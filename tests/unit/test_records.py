@@ -7,13 +7,21 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from dovecote.core.commands import AckType, MessageAck, MessageDispatch, SendMessage
+from dovecote.core.commands import (
+    AckType,
+    ConnectionInfo,
+    MessageAck,
+    MessageDispatch,
+    SendMessage,
+    SessionInfo,
+)
 from dovecote.core.destinations import Destination, queue
-from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
+from dovecote.core.ids import ConnectionId, ConsumerId, SessionId, TransactionId
 from dovecote.core.message import Message
 from dovecote.protocol.openwire.compiled import Structure
 from dovecote.protocol.openwire.converter import OpenWireRequest
@@ -42,19 +50,53 @@ UNHASHABLE = (Message, SendMessage, MessageDispatch, AddMessage, SequencedAdd, S
 """Messages' properties and structures' fields are dicts."""
 
 
-class _Distinct:
-    """A value unlike any default, one per field, so a field the __init__ sets from the
-    wrong argument shows."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-
 def _fields(cls: type) -> list[dataclasses.Field[Any]]:
     return list(dataclasses.fields(cls))
+
+
+CANDIDATES: list[Callable[[int, object], object]] = [
+    # A new value for field number i (whose default is the second argument), unlike any
+    # default and any other field's; the first one the field's type takes is used.
+    lambda i, _: f"value-{i}",
+    lambda i, _: f"bytes-{i}".encode(),
+    lambda i, _: 1_000 + i,
+    lambda _, default: not default,
+    lambda i, _: queue(f"q-{i}"),
+    lambda i, _: Message(f"ID:m:{i}", queue("q")),
+    lambda i, _: ConsumerId(CONSUMER.session_id, 1_000 + i),
+    lambda i, _: TransactionId(ConnectionId("ID:c"), f"tx-{i}"),
+    lambda i, _: (SessionInfo(CONSUMER.session_id),),
+    lambda i, _: Frame(f"COMMAND-{i}"),
+    lambda i, _: ConnectionInfo(ConnectionId(f"ID:c-{i}"), None, None, None),
+    lambda i, _: Structure(1_000 + i),
+    lambda i, _: {f"field-{i}": i},
+    lambda _, default: next(m for m in type(default) if m is not default),  # an enum's other
+]
+
+
+def _distinct_values(cls: type) -> list[object]:
+    """A value for each field, each one new and of the field's type. Compiled, a class
+    checks the types of its arguments (a wrong one is a TypeError), so each field gets the
+    first candidate it takes; interpreted, it takes the first."""
+    fields = _fields(cls)
+    values: list[object] = [
+        RECORDS[cls][f.name] if f.name in RECORDS[cls]
+        else f.default_factory() if f.default_factory is not dataclasses.MISSING
+        else f.default
+        for f in fields
+    ]  # fmt: skip
+    for i, f in enumerate(fields):
+        for make in CANDIDATES:
+            try:
+                value = make(i, values[i])
+                cls(*values[:i], value, *values[i + 1 :])
+            except (TypeError, StopIteration):
+                continue
+            values[i] = value
+            break
+        else:
+            raise AssertionError(f"no candidate value fits {cls.__name__}.{f.name}")
+    return values
 
 
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
@@ -71,21 +113,17 @@ def test_init_takes_every_field_in_order_with_its_default(cls: type) -> None:
             assert getattr(built, f.name) == f.default_factory()
         else:
             assert getattr(built, f.name) == f.default, f.name
-    # Compiled code checks the types of the arguments, so distinct values go in only when
-    # the class runs interpreted; the names and order still show through keywords.
-    if not _compiled(cls):
-        values = [_Distinct(f.name) for f in fields]
-        by_position = cls(*values)
-        by_name = cls(**{f.name: v for f, v in zip(fields, values, strict=True)})
-        for f, value in zip(fields, values, strict=True):
-            assert getattr(by_position, f.name) is value
-            assert getattr(by_name, f.name) is value
-
-
-def _compiled(cls: type) -> bool:
-    import sys
-
-    return not str(getattr(sys.modules[cls.__module__], "__file__", "")).endswith(".py")
+    # Every field from its own argument, by position and by name: a field set from the
+    # wrong argument, or a parameter out of order, shows here.
+    values = _distinct_values(cls)
+    by_position = cls(*values)
+    by_name = cls(**{f.name: v for f, v in zip(fields, values, strict=True)})
+    # (Equal, not the same object: compiled, an int field is stored unboxed.)
+    assert len({repr(v) for v in values}) == len(values)  # no two fields alike
+    for f, value in zip(fields, values, strict=True):
+        for built in (by_position, by_name):
+            got = getattr(built, f.name)
+            assert type(got) is type(value) and got == value, f.name
 
 
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)

@@ -1,8 +1,10 @@
 """How the command vocabulary's records are made fast to build, and pickled when compiled.
 
-The command vocabulary is frozen dataclasses. A few are built once or more for every message
-(the message itself, its send, its dispatch, its ack, a STOMP frame's request): those are
-slotted dataclasses declared ``init=False`` with a written-out ``__init__``. Compiled by mypyc
+The command vocabulary is frozen dataclasses. The records built once or more for every
+message (the message itself, its send, its dispatch, its ack; beyond core, a STOMP frame and
+its request, an OpenWire request and structure, the store's add and remove and the journal's
+sequenced add) are slotted dataclasses declared ``init=False`` with a written-out
+``__init__``. Compiled by mypyc
 (build_native.py) such a class is native: its ``__init__`` stores straight into the object
 and compiled code reads its fields straight out. A dataclass-generated ``__init__`` stays
 interpreted Python even in a compiled module (a frozen one sets each field through

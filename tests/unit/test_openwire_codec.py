@@ -225,6 +225,46 @@ def test_frame_reader_caps_size_and_waits_for_whole_frames() -> None:
         big.next_frame()
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=12),
+    st.lists(st.integers(min_value=1, max_value=90), min_size=1, max_size=40),
+)
+def test_frame_reader_gives_the_frames_however_the_stream_is_cut(
+    bodies: list[bytes], cuts: list[int]
+) -> None:
+    """Frames come out whole and in order, whatever the chunks the bytes arrive in (frames
+    that end inside a chunk, a chunk that ends inside a size prefix, one byte at a time, a
+    frame over many chunks)."""
+    stream = b"".join(len(body).to_bytes(4, "big") + body for body in bodies)
+    reader = FrameReader()
+    got: list[bytes] = []
+    pos = 0
+    for cut in cuts * (len(stream) // sum(cuts) + 1):
+        reader.receive_data(stream[pos : pos + cut])
+        pos += cut
+        while (frame := reader.next_frame()) is not NEED_DATA:
+            assert isinstance(frame, bytes)
+            got.append(frame)
+        if pos >= len(stream):
+            break
+    assert got == bodies
+    assert reader.next_frame() is NEED_DATA
+
+
+def test_a_large_frame_over_many_chunks_comes_out_whole_with_the_frames_around_it() -> None:
+    big = bytes(range(256)) * 4096  # 1 MiB
+    stream = b"".join(len(b).to_bytes(4, "big") + b for b in (b"\x1ebefore", big, b"\x1eafter"))
+    reader = FrameReader()
+    got: list[bytes] = []
+    for pos in range(0, len(stream), 1000):
+        reader.receive_data(stream[pos : pos + 1000])
+        while (frame := reader.next_frame()) is not NEED_DATA:
+            assert isinstance(frame, bytes)
+            got.append(frame)
+    assert got == [b"\x1ebefore", big, b"\x1eafter"]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(min_size=1, max_size=300))
 def test_random_bodies_give_structures_or_protocol_errors(body: bytes) -> None:

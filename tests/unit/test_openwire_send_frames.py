@@ -69,6 +69,26 @@ READ_STRAIGHT = {
     "id with its own text": message(messageId=message_id(3, "ID:custom-1")),
     "id text without ID:": message(messageId=message_id(3, "custom-2")),
     "negative priority": message(priority=-2),
+    # Each number at its type's edges: the straight reader takes them byte by byte.
+    "numbers at their limits": message(
+        messageId=message_id(2**63 - 1),
+        priority=-128,
+        expiration=-1,
+        timestamp=-(2**63),
+        groupID="g",
+        groupSequence=-(2**31),
+        redeliveryCounter=2**31 - 1,
+    ),
+    "negative numbers": message(
+        messageId=message_id(-5),
+        priority=127,
+        expiration=2**63 - 1,
+        timestamp=-2,
+        groupID="g",
+        groupSequence=-1,
+        redeliveryCounter=-7,
+    ),
+    "sequence past the short integers": message(messageId=message_id(2**62 + 3)),
 }
 GENERAL_PATH = {
     "response wanted": message(responseRequired=True),
@@ -101,6 +121,31 @@ def test_a_plain_send_reads_as_the_general_path_reads_it(version: int, name: str
     expected = general(converter, marshaller, body)
     assert sends.read(body, version) == expected
     assert sends.read(body, version) == expected  # the second from the remembered ids
+
+
+def test_sends_that_change_producer_and_destination_read_as_the_general_path_reads_them() -> None:
+    """The ids and destinations remembered from earlier frames (the last one, and the ones
+    before it) are found again for the frame that names them, not another's."""
+    converter = OpenWireConverter(ConnectionId("ID:client-9"), "broker")
+    marshaller = Marshaller()
+    other_producer = Structure(t.PRODUCER_ID, {"connectionId": "ID:host-1-2-3:1",
+                                               "sessionId": 1, "value": 5})  # fmt: skip
+    other_queue = Structure(t.QUEUE, {"physicalName": "bench.other"})
+    frames = [
+        message(),
+        message(destination=other_queue, messageId=message_id(13)),
+        message(producerId=other_producer, messageId=message_id(1, producer=other_producer)),
+        message(messageId=message_id(14)),
+        message(
+            destination=other_queue,
+            producerId=other_producer,
+            messageId=message_id(2, producer=other_producer),
+        ),
+    ]
+    sends = SendFrames(converter)
+    for structure in frames * 2:
+        body = marshaller.frame(structure)[4:]
+        assert sends.read(body, 12) == general(converter, marshaller, body)
 
 
 @pytest.mark.parametrize("name", list(GENERAL_PATH))

@@ -14,10 +14,10 @@ from dovecote.core.commands import AckType, MessageAck
 from dovecote.core.ids import ConsumerId
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.straight import (
-    I32,
+    ByBytes,
     StraightReader,
     Unusual,
-    remember,
+    i32,
     value_end,
 )
 
@@ -29,7 +29,7 @@ class AckFrames(StraightReader[MessageAck]):
 
     def _use(self, version: int) -> None:
         super()._use(version)
-        self._heads: dict[bytes, tuple[ConsumerId, AckType]] = {}
+        self._heads: ByBytes[tuple[ConsumerId, AckType]] = ByBytes()
 
     def _read(self, body: bytes) -> MessageAck:
         if body[5]:
@@ -42,7 +42,7 @@ class AckFrames(StraightReader[MessageAck]):
         head = body[6 : pos + 1]  # through the ack type
         found = self._heads.get(head)
         if found is None:
-            found = remember(self._heads, head, self._head(body[consumer_at:pos], body[pos]))
+            found = self._heads.keep(head, self._head(body[consumer_at:pos], body[pos]))
         consumer_id, ack_type = found
         pos += 1
         if body[pos]:
@@ -57,7 +57,7 @@ class AckFrames(StraightReader[MessageAck]):
         else:
             first = None
             last, pos = self._message_id(body, pos + 1)
-        (count,) = I32(body, pos)
+        count = i32(body, pos)
         pos += 4
         if body[pos] or pos + 1 != len(body):
             raise Unusual  # a poison cause, or fields we do not know

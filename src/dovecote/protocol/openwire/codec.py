@@ -90,31 +90,60 @@ class FrameReader:
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
-        self._buffer = bytearray()
+        # The bytes read and not yet framed are ``_data[_start:]`` and then ``_pending``.
+        # Frames are sliced out of ``_data``, an immutable bytes (a slice is one copy, and
+        # compiled, reading its size bytes is native where a bytearray's are not); the
+        # chunks of a frame larger than what has come wait in ``_pending`` until it is all
+        # there and are joined once, so a large frame is not copied once per chunk.
+        self._data = b""
+        self._start = 0
+        self._pending: list[bytes] = []
+        self._pending_size = 0
+        self._wanted = 0  # bytes still to come before the next frame is whole
         self._failed: RemoteProtocolError | None = None
 
     def receive_data(self, data: bytes) -> None:
-        self._buffer += data
+        if not data:
+            return
+        if self._pending_size + len(data) < self._wanted:
+            self._pending.append(data)
+            self._pending_size += len(data)
+            return
+        if self._start >= len(self._data) and not self._pending:
+            self._data = bytes(data)
+        else:
+            self._data = b"".join([self._data[self._start :], *self._pending, data])
+        self._start = 0
+        self._pending = []
+        self._pending_size = 0
+        self._wanted = 0
 
     def next_frame(self) -> bytes | _Event:
         """The next frame's type byte and body, or NEED_DATA."""
         if self._failed is not None:
             raise RemoteProtocolError(f"connection already failed: {self._failed}")
-        buf = self._buffer
-        if len(buf) < 4:
+        if self._pending:
+            return NEED_DATA  # (still short of ``_wanted``)
+        data = self._data
+        start = self._start
+        if len(data) - start < 4:
             return NEED_DATA
-        (size,) = _SIZE.unpack_from(buf)
+        size = (data[start] << 24) | (data[start + 1] << 16)
+        size |= (data[start + 2] << 8) | data[start + 3]
+        if size & 0x8000_0000:
+            size -= 0x1_0000_0000
         if size < 1:
             self._failed = RemoteProtocolError(f"invalid OpenWire frame size {size}")
             raise self._failed
         if size > self.max_frame_size:
             self._failed = FrameTooLargeError(size, self.max_frame_size)
             raise self._failed
-        if len(buf) < 4 + size:
+        end = start + 4 + size
+        if len(data) < end:
+            self._wanted = end - len(data)
             return NEED_DATA
-        frame = bytes(buf[4 : 4 + size])
-        del buf[: 4 + size]
-        return frame
+        self._start = end
+        return data[start + 4 : end]
 
 
 def is_wire_format_info(structure: Structure) -> bool:

@@ -10,7 +10,6 @@ way, which converts or refuses it as before.
 
 from __future__ import annotations
 
-import struct
 from typing import Final
 
 from dovecote.core.commands import SendMessage
@@ -23,18 +22,16 @@ from dovecote.protocol.openwire.converter import (
 )
 from dovecote.protocol.openwire.primitives import decode_map, decode_text_body
 from dovecote.protocol.openwire.straight import (
-    I32,
+    ByBytes,
     StraightReader,
     Unusual,
-    remember,
+    i8,
+    i32,
+    i64,
     string,
     value_end,
 )
 
-_Q: Final = struct.Struct(">q").unpack_from
-_QQ: Final = struct.Struct(">qq").unpack_from
-_PERSISTENT_EXPIRATION_PRIORITY: Final = struct.Struct(">?qb").unpack_from
-_COMPRESSED_REDELIVERY: Final = struct.Struct(">?i").unpack_from
 # After userID: recievedByDFBridge, droppable, cluster (null), brokerInTime, brokerOutTime,
 # jMSXGroupFirstForConsumer. Only cluster is checked (null); the rest the core does not keep.
 _TAIL_SIZE: Final = 1 + 1 + 1 + 8 + 8 + 1
@@ -48,8 +45,8 @@ class SendFrames(StraightReader[SendMessage]):
     def _use(self, version: int) -> None:
         super()._use(version)
         # Ids and destinations by their bytes (the flag and type byte included).
-        self._destinations: dict[bytes, Destination] = {}
-        self._producers: dict[bytes, str] = {}  # -> the producer id's text
+        self._destinations: ByBytes[Destination] = ByBytes()
+        self._producers: ByBytes[str] = ByBytes()  # -> the producer id's text
 
     def _read(self, body: bytes) -> SendMessage:
         body_type = BODY_TYPES[body[0]]
@@ -71,19 +68,22 @@ class SendFrames(StraightReader[SendMessage]):
         if body[pos]:
             raise Unusual  # originalTransactionId
         group_id, pos = string(body, pos + 1)
-        (group_seq,) = I32(body, pos)
+        group_seq = i32(body, pos)
         correlation_id, pos = string(body, pos + 4)
-        persistent, expiration, priority = _PERSISTENT_EXPIRATION_PRIORITY(body, pos)
+        persistent = body[pos] != 0
+        expiration = i64(body, pos + 1)
+        priority = i8(body, pos + 9)
         pos += 10
         end = value_end(body, pos, self._tails)
         reply_to = self._destination(body[pos:end])
-        (timestamp,) = _Q(body, end)
+        timestamp = i64(body, end)
         kind, pos = string(body, end + 8)
         content, pos = _bytes(body, pos)
         marshalled, pos = _bytes(body, pos)
         if body[pos] or body[pos + 1]:
             raise Unusual  # dataStructure, targetConsumerId
-        compressed, redelivery_counter = _COMPRESSED_REDELIVERY(body, pos + 2)
+        compressed = body[pos + 2] != 0
+        redelivery_counter = i32(body, pos + 3)
         pos += 7
         if compressed or body[pos]:
             raise Unusual  # compressed, or a broker path
@@ -126,7 +126,7 @@ class SendFrames(StraightReader[SendMessage]):
             found = destination_of(self._value(raw))  # (refuses what is not one)
             if found is None:
                 raise Unusual
-            remember(self._destinations, raw, found)
+            self._destinations.keep(raw, found)
         return found
 
     def _producer(self, raw: bytes) -> str:
@@ -134,8 +134,7 @@ class SendFrames(StraightReader[SendMessage]):
         if found is None:
             if raw == b"\x00" or raw[1] != t.PRODUCER_ID:
                 raise Unusual
-            found = remember(self._producers, raw, self.converter.producer_text(
-                self._value(raw)))  # fmt: skip
+            found = self._producers.keep(raw, self.converter.producer_text(self._value(raw)))
         return found
 
 
@@ -143,7 +142,7 @@ def _bytes(body: bytes, pos: int) -> tuple[bytes | None, int]:
     """A nullable byte field at ``pos`` and where it ends."""
     if not body[pos]:
         return None, pos + 1
-    (n,) = I32(body, pos + 1)
+    n = i32(body, pos + 1)
     end = pos + 5 + n
     if n < 0 or end > len(body):
         raise Unusual

@@ -23,9 +23,6 @@ K = TypeVar("K")
 V = TypeVar("V")
 C = TypeVar("C")
 CACHE_SIZE: Final = 1024
-UH: Final = struct.Struct(">H").unpack_from
-I32: Final = struct.Struct(">i").unpack_from
-_QQ: Final = struct.Struct(">qq").unpack_from
 FIRST_VERSION: Final = 10
 """MessageId carries its text, and a message ends with jMSXGroupFirstForConsumer, from 10."""
 
@@ -62,9 +59,9 @@ class StraightReader(Generic[C]):
     def _use(self, version: int) -> None:
         """Read ``version``'s layouts from now on (the caches start again)."""
         self._version = version
-        self._tails = value_tails(version)
+        self._tails = tails_by_type(value_tails(version))
         self._readers: dict[int, Reader] = layouts(version).readers
-        self._id_prefixes: dict[bytes, str] = {}  # -> what precedes a message id's sequence
+        self._id_prefixes: ByBytes[str] = ByBytes()  # -> what precedes an id's sequence
 
     def _message_id(self, body: bytes, pos: int) -> tuple[str, int]:
         """A MessageId's text (as converter.message_id_text makes it) and where it ends: its
@@ -74,7 +71,7 @@ class StraightReader(Generic[C]):
             raise Unusual
         text, pos = string(body, pos + 2)
         end = value_end(body, pos, self._tails)
-        (sequence, _) = _QQ(body, end)
+        sequence = i64(body, end)
         if text:
             return id_from_text(text), end + 16
         producer = body[pos:end]
@@ -82,8 +79,7 @@ class StraightReader(Generic[C]):
         if prefix is None:
             if producer == b"\x00" or producer[1] != t.PRODUCER_ID:
                 raise Unusual
-            prefix = remember(self._id_prefixes, producer,
-                               message_id_prefix(self._value(producer)))  # fmt: skip
+            prefix = self._id_prefixes.keep(producer, message_id_prefix(self._value(producer)))
         return f"{prefix}:{sequence}", end + 16
 
     def _value(self, raw: bytes) -> Structure:
@@ -94,16 +90,21 @@ class StraightReader(Generic[C]):
         return structure
 
 
-def value_end(body: bytes, pos: int, tails: dict[int, int]) -> int:
+def tails_by_type(tails: dict[int, int]) -> list[int]:
+    """compiled.value_tails as a list indexed by type byte (-1: not a value)."""
+    return [tails.get(code, -1) for code in range(256)]
+
+
+def value_end(body: bytes, pos: int, tails: list[int]) -> int:
     """Where the id or destination at ``pos`` ends; ``tails`` gives, by type, the size of
-    the numbers after its string (compiled.value_tails)."""
+    the numbers after its string (``tails_by_type``)."""
     if not body[pos]:
         return pos + 1
-    tail = tails.get(body[pos + 1])
-    if tail is None:
+    tail = tails[body[pos + 1]]
+    if tail < 0:
         raise Unusual
     pos += 2
-    pos = pos + 3 + UH(body, pos + 1)[0] if body[pos] else pos + 1
+    pos = pos + 3 + u16(body, pos + 1) if body[pos] else pos + 1
     end = pos + tail
     if end > len(body):
         raise Unusual
@@ -114,11 +115,65 @@ def string(body: bytes, pos: int) -> tuple[str | None, int]:
     """A nullable string at ``pos`` (modified UTF-8) and where it ends."""
     if not body[pos]:
         return None, pos + 1
-    (n,) = UH(body, pos + 1)
-    end = pos + 3 + n
+    end = pos + 3 + u16(body, pos + 1)
     if end > len(body):
         raise Unusual
     return decode_mutf8(body[pos + 3 : end]), end
+
+
+# Big-endian numbers read byte by byte: compiled, this is native integer arithmetic, where
+# a struct unpack_from is a call through a bound method that builds a tuple (about ten per
+# message frame: a seventh of the broker's instructions per OpenWire message). Past the end,
+# they raise IndexError, which ``read`` takes as Unusual.
+
+
+def u16(body: bytes, pos: int) -> int:
+    return (body[pos] << 8) | body[pos + 1]
+
+
+def i32(body: bytes, pos: int) -> int:
+    n = (body[pos] << 24) | (body[pos + 1] << 16) | (body[pos + 2] << 8) | body[pos + 3]
+    return n - 0x1_0000_0000 if n & 0x8000_0000 else n
+
+
+def i64(body: bytes, pos: int) -> int:
+    high = (body[pos] << 24) | (body[pos + 1] << 16) | (body[pos + 2] << 8) | body[pos + 3]
+    low = (body[pos + 4] << 24) | (body[pos + 5] << 16) | (body[pos + 6] << 8) | body[pos + 7]
+    if high & 0x8000_0000:
+        return ((high - 0x1_0000_0000) << 32) | low
+    return (high << 32) | low
+
+
+def i8(body: bytes, pos: int) -> int:
+    n = body[pos]
+    return n - 0x100 if n & 0x80 else n
+
+
+class ByBytes(Generic[V]):
+    """Values read once and found again by their bytes (a dict that starts again when
+    full). The last one found is found again by comparing bytes, without hashing: the key
+    is a slice new with every frame, and most frames repeat the last frame's ids and
+    destination (a hash of a new slice cost about as much as reading the value's bytes)."""
+
+    def __init__(self) -> None:
+        self._values: dict[bytes, V] = {}
+        self._last_key = b""  # (no key is empty)
+        self._last: V | None = None
+
+    def get(self, key: bytes) -> V | None:
+        if key == self._last_key:
+            return self._last
+        found = self._values.get(key)
+        if found is not None:
+            self._last_key = key
+            self._last = found
+        return found
+
+    def keep(self, key: bytes, value: V) -> V:
+        remember(self._values, key, value)
+        self._last_key = key
+        self._last = value
+        return value
 
 
 def remember(cache: dict[K, V], key: K, value: V) -> V:

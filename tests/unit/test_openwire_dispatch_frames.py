@@ -58,6 +58,22 @@ MESSAGES = {
         f"{PRODUCER}:\u0661\u00b2", queue("a"), b"x", BodyType.BYTES
     ),
     "negative sequence": Message(f"{PRODUCER}:-5", queue("a"), b"x", BodyType.BYTES),
+    "persistent, no expiry, lowest priority": Message(
+        f"{PRODUCER}:8", queue("a"), b"x", BodyType.BYTES, persistent=True, priority=0
+    ),
+    "priority past 9, negative numbers": Message(
+        f"{PRODUCER}:9",
+        queue("a"),
+        b"x",
+        BodyType.BYTES,
+        priority=10,
+        group_id="g",
+        group_seq=-1,
+        redelivery_counter=-3,
+        timestamp=-5,
+    ),
+    "sequence of 19 digits": Message(f"{PRODUCER}:{10**18}", queue("a"), b"x", BodyType.BYTES),
+    "sequence of 0": Message(f"{PRODUCER}:0", queue("a"), b"x", BodyType.BYTES),
     "negative priority, huge sequence": Message(
         f"{PRODUCER}:{2**62}", queue("a"), b"x", BodyType.BYTES, priority=-1
     ),
@@ -97,6 +113,18 @@ def test_a_dispatch_written_from_the_message_is_the_marshalled_structure(
             assert parsed.type == t.MESSAGE_DISPATCH
 
 
+def test_dispatches_of_one_connection_from_many_producers_and_destinations() -> None:
+    """One writer for all the messages in turn, twice: what it remembers of the message
+    before (its producer, destinations, consumer) is not taken for the next one's."""
+    converter = OpenWireConverter(ConnectionId("ID:client-7"), "broker")
+    marshaller = Marshaller()
+    frames = DispatchFrames(converter, marshaller)
+    consumer_id = registered(converter)
+    for message in [*MESSAGES.values()] * 2:
+        dispatch = MessageDispatch(consumer_id, message, 5)
+        assert frames.frame(dispatch) == marshaller.frame(converter.on_dispatch(dispatch))
+
+
 def test_a_new_protocol_version_is_written_as_that_version() -> None:
     converter = OpenWireConverter(ConnectionId("ID:client-7"), "broker")
     marshaller = Marshaller(version=12)
@@ -127,7 +155,9 @@ def test_what_the_direct_writer_does_not_cover_takes_the_general_path(
 # Ids whose producer id and sequence give their text back: sent without a textView, as
 # ActiveMQ sends the ids its clients make.
 SPELLED = {"plain", "empty bytes", "text", "empty text", "no body", "every field",
-           "properties", "negative sequence", "negative priority, huge sequence"}  # fmt: skip
+           "properties", "negative sequence", "negative priority, huge sequence",
+           "persistent, no expiry, lowest priority", "priority past 9, negative numbers",
+           "sequence of 19 digits", "sequence of 0"}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", list(MESSAGES))

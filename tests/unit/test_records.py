@@ -1,6 +1,7 @@
 """The per-message records (core/records.py) are dataclasses with a written-out
 ``__init__``: it must take every field, in order, under its name, with its default, and the
-records must compare, hash, copy, pickle and ``replace`` as dataclasses do."""
+records must compare, hash, copy, pickle and ``replace`` as dataclasses do. The ids and
+destinations that keep their hash must hash as their values do, however they were made."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from dovecote.core.commands import (
     SendMessage,
     SessionInfo,
 )
-from dovecote.core.destinations import Destination, queue
-from dovecote.core.ids import ConnectionId, ConsumerId, SessionId, TransactionId
+from dovecote.core.destinations import Destination, DestinationType, queue, topic
+from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
 from dovecote.core.message import Message
 from dovecote.protocol.openwire.compiled import Structure
 from dovecote.protocol.openwire.converter import OpenWireRequest
@@ -160,3 +161,42 @@ def same_type_other(value: object) -> object:
             return ConsumerId(value.session_id, value.value + 1)
         case _:
             raise AssertionError(f"no other value for {value!r}")
+
+
+# Keys that keep their hash (core/records.py): each made twice, and a changed field.
+OTHER_SESSION = SessionId(ConnectionId("ID:d"), 1)
+HASH_KEPT: list[tuple[Callable[[], object], dict[str, object]]] = [
+    (lambda: ConnectionId("ID:c-1"), {"value": "ID:c-2"}),
+    (lambda: ConsumerId(SessionId(ConnectionId("ID:c"), 1), 2), {"value": 3}),
+    (lambda: ConsumerId(SessionId(ConnectionId("ID:c"), 1), 2), {"session_id": OTHER_SESSION}),
+    (lambda: ProducerId(SessionId(ConnectionId("ID:c"), 1), 2), {"value": 3}),
+    (lambda: queue("orders"), {"name": "payments"}),
+    (lambda: topic("orders"), {"type": DestinationType.QUEUE}),
+    (lambda: queue("a,b"), {"name": "a"}),
+    (lambda: queue("a"), {"name": "a,topic://b"}),
+]
+
+
+@pytest.mark.parametrize(("make", "change"), HASH_KEPT, ids=lambda v: repr(v)[:40])
+def test_keys_that_keep_their_hash_hash_as_their_values(
+    make: Callable[[], object], change: dict[str, object]
+) -> None:
+    key, same = make(), make()
+    assert key == same and hash(key) == hash(same)
+    table = {key: "found"}
+    for again in (pickle.loads(pickle.dumps(key)), copy.copy(key), copy.deepcopy(key), same):
+        assert again == key and hash(again) == hash(key) and table[again] == "found"
+    # A changed copy hashes as a new one made with that value would, not as the old one.
+    changed = dataclasses.replace(key, **change)
+    fresh = type(key)(**{**_init_values(key), **change})
+    assert changed == fresh and hash(changed) == hash(fresh) and changed != key
+    assert {fresh: 1}[changed] == 1
+    assert "_hash" not in repr(key)
+    if isinstance(key, Destination):  # (and the other value kept: composite or not)
+        assert isinstance(changed, Destination) and isinstance(fresh, Destination)
+        assert changed.components() == fresh.components()
+        assert changed.is_composite == ("," in changed.name)
+
+
+def _init_values(obj: Any) -> dict[str, object]:
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init}

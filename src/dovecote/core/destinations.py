@@ -8,7 +8,7 @@ names are dot-separated paths in which ``*`` matches one element and ``>`` the r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 
@@ -31,17 +31,22 @@ _TEMP_TYPES = (DestinationType.TEMP_QUEUE, DestinationType.TEMP_TOPIC)
 class Destination:
     type: DestinationType
     name: str
+    _hash: int = field(init=False, repr=False, compare=False)
+    _composite: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.name:
             raise InvalidDestinationError(f"empty {self.type} name")
-
-    def __hash__(self) -> int:
         # A key of several lookups per message. The generated hash is interpreted Python
         # and hashes the type through Enum.__hash__ (interpreted too); the name alone is
         # enough (equal destinations have equal names; queue://A and topic://A share a
-        # hash and equality tells them apart).
-        return hash(self.name)
+        # hash and equality tells them apart). Made once: core/records.py says why.
+        object.__setattr__(self, "_hash", hash(self.name) >> 2)
+        # Asked several times per message (components): a search of the name each time.
+        object.__setattr__(self, "_composite", "," in self.name)
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         # Compiled, unlike the generated one (which compares two tuples, in Python).
@@ -63,7 +68,7 @@ class Destination:
 
     @property
     def is_composite(self) -> bool:
-        return "," in self.name
+        return self._composite
 
     @property
     def is_wildcard(self) -> bool:
@@ -71,7 +76,7 @@ class Destination:
 
     def components(self) -> tuple[Destination, ...]:
         """The destinations a composite names (itself when it is not one)."""
-        if not self.is_composite:
+        if not self._composite:
             return (self,)
         return _components(self)
 

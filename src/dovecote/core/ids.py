@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dovecote.core.records import pickle_by_fields
 
@@ -15,11 +15,15 @@ from dovecote.core.records import pickle_by_fields
 @dataclass(frozen=True, slots=True)
 class ConnectionId:
     value: str
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Looked up for every send; equal ids have equal values. Why the hash is kept:
+        # core/records.py.
+        object.__setattr__(self, "_hash", hash(self.value) >> 2)
 
     def __hash__(self) -> int:
-        # Looked up for every send: the generated hash is interpreted Python (a tuple of
-        # one), this one compiled (build_native.py). Equal ids have equal values.
-        return hash(self.value)
+        return self._hash
 
     def __str__(self) -> str:
         return self.value
@@ -41,12 +45,18 @@ class SessionId:
 class ConsumerId:
     session_id: SessionId
     value: int
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Hashed for every delivery and ack: one tuple of plain values instead of the
+        # three nested dataclass hashes (consistent with the generated __eq__), made once
+        # (core/records.py says why).
+        session = self.session_id
+        object.__setattr__(self, "_hash", hash((session.connection_id.value, session.value,
+                                                self.value)) >> 2)  # fmt: skip
 
     def __hash__(self) -> int:
-        # Hashed for every delivery and ack: one tuple of plain values instead of the
-        # three nested dataclass hashes (consistent with the generated __eq__).
-        session = self.session_id
-        return hash((session.connection_id.value, session.value, self.value))
+        return self._hash
 
     @property
     def connection_id(self) -> ConnectionId:
@@ -60,12 +70,18 @@ class ConsumerId:
 class ProducerId:
     session_id: SessionId
     value: int
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Hashed for every delivery and ack: one tuple of plain values instead of the
+        # three nested dataclass hashes (consistent with the generated __eq__), made once
+        # (core/records.py says why).
+        session = self.session_id
+        object.__setattr__(self, "_hash", hash((session.connection_id.value, session.value,
+                                                self.value)) >> 2)  # fmt: skip
 
     def __hash__(self) -> int:
-        # Hashed for every delivery and ack: one tuple of plain values instead of the
-        # three nested dataclass hashes (consistent with the generated __eq__).
-        session = self.session_id
-        return hash((session.connection_id.value, session.value, self.value))
+        return self._hash
 
     @property
     def connection_id(self) -> ConnectionId:

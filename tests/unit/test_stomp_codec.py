@@ -23,6 +23,10 @@ SIMPLE_CASES = [
      b"MESSAGE\nk:a\\cb\\nc\\\\d\\re\n\n\x00"),
     ("1.1", Frame("MESSAGE", (("k", "a:b\nc\\d"),)), b"MESSAGE\nk:a\\cb\\nc\\\\d\n\n\x00"),
     ("1.0", Frame("MESSAGE", (("k", "a:b\\c"),)), b"MESSAGE\nk:a:b\\c\n\n\x00"),
+    # Colons and nothing else to escape (as in every message id), and a CR kept by 1.1.
+    ("1.2", Frame("MESSAGE", (("message-id", "ID:h-1:2:3"),)),
+     b"MESSAGE\nmessage-id:ID\\ch-1\\c2\\c3\n\n\x00"),
+    ("1.1", Frame("MESSAGE", (("k", "a:b\rc"),)), b"MESSAGE\nk:a\\cb\rc\n\n\x00"),
     # CONNECT and CONNECTED are never escaped, whatever the version.
     ("1.2", Frame("CONNECTED", (("server", "x:y\\z"),)), b"CONNECTED\nserver:x:y\\z\n\n\x00"),
     # Repeated headers keep their order on the wire.

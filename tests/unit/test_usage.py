@@ -34,6 +34,27 @@ def test_room_below_a_mark_is_the_least_along_the_chain(
     assert destination.room_below(0.7) == room
 
 
+@pytest.mark.parametrize(
+    ("parent_limit", "parent_used", "limit", "used", "margin", "room"),
+    [
+        (0, 0, 0, 0, 10**9, True),  # no limits anywhere
+        (0, 0, 1000, 100, 899, True),
+        (0, 0, 1000, 100, 900, False),  # would reach the limit
+        (2000, 1900, 1000, 100, 99, True),
+        (2000, 1900, 1000, 100, 100, False),  # the broker's limit is the nearer
+        (2000, 0, 0, 0, 2000, False),  # only the broker has a limit
+    ],
+)
+def test_room_for_a_margin_is_checked_along_the_chain(
+    parent_limit: int, parent_used: int, limit: int, used: int, margin: int, room: bool
+) -> None:
+    broker = Usage("broker", parent_limit)
+    destination = Usage("queue", limit, parent=broker)
+    broker.charge(parent_used - used)
+    destination.charge(used)
+    assert destination.has_room(margin) is room
+
+
 def test_release_all_gives_back_each_entry_once_to_the_usages_it_was_charged_to(
     tmp_path: Path,
 ) -> None:

@@ -32,7 +32,6 @@ from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.queue import Queue
 from dovecote.broker.regions import Regions, log_failure, now_ms
 from dovecote.broker.topic import TopicSubscription
-from dovecote.broker.usage import Usage
 from dovecote.core.commands import (
     Command,
     ConnectionInfo,
@@ -322,16 +321,10 @@ class Broker:
         """True when every usage ``message`` weighs on has ``margin`` bytes to spare: a
         transport may then admit it before the sends it has under way are charged."""
         regions = self.regions
-        usages = [regions.memory_usage(d) for d in message.destination.components()]
-        if message.persistent:
-            usages.append(regions.usage.store)
-        for usage in usages:
-            current: Usage | None = usage
-            while current is not None:
-                if current.limit > 0 and current.used + margin >= current.limit:
-                    return False
-                current = current.parent
-        return True
+        for destination in message.destination.components():
+            if not regions.memory_usage(destination).has_room(margin):
+                return False
+        return not message.persistent or regions.usage.store.has_room(margin)
 
     async def route_admitted(self, commands: Sequence[SendMessage]) -> None:
         """The second half: store and deliver admitted sends, in order, as one batch (a

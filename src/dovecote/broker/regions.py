@@ -331,10 +331,11 @@ class Regions:
         to_topics: list[tuple[Message, list[TopicSubscription]]] = []
         sequencer = self.sequencer
         first_seq = sequencer.last + 1
+        clock = sequencer.clock()
         for original in messages:
             for destination in original.destination.components():
                 if destination.is_queue:
-                    message = original.routed(destination, sequencer.next())
+                    message = original.routed(destination, sequencer.next_at(clock))
                     to_queues.append(message)
                     if message.persistent:
                         ops.append(AddMessage(message))
@@ -344,7 +345,7 @@ class Regions:
                     message = replace(original, destination=destination)
                 subs = [s for s in self.topic_subscriptions(destination) if s.matches(message)]
                 if any(s.durable is not None for s in subs):
-                    message = replace(message, sequence=sequencer.next())
+                    message = replace(message, sequence=sequencer.next_at(clock))
                 self.topic_counters(destination).enqueued += 1
                 to_topics.append((message, subs))
                 if message.persistent:

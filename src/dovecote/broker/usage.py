@@ -52,6 +52,15 @@ class Usage:
             return True
         return self.parent.full if self.parent is not None else False
 
+    def has_room(self, margin: int) -> bool:
+        """Whether it and its parents each have ``margin`` bytes to spare."""
+        usage: Usage | None = self
+        while usage is not None:
+            if usage.limit > 0 and usage.used + margin >= usage.limit:
+                return False
+            usage = usage.parent
+        return True
+
     def above(self, fraction: float) -> bool:
         """Whether it or a parent has used more than ``fraction`` of its limit."""
         if 0 < self.limit and self.used > fraction * self.limit:

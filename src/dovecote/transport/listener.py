@@ -115,7 +115,7 @@ class BatchedWriter:
             asyncio.get_running_loop().call_soon(self.flush)
 
     def write_parts(self, parts: Iterable[bytes]) -> None:
-        """``write`` each, in order (joined with the rest at the flush: one copy)."""
+        """``write`` each, in order (written with the rest at the flush)."""
         self._out.extend(parts)
         if not self._scheduled:
             self._scheduled = True
@@ -125,7 +125,7 @@ class BatchedWriter:
         self._scheduled = False
         if self._out:
             if not self.stream.is_closing():
-                self.stream.write(b"".join(self._out))
+                self.stream.writelines(self._out)
                 self.last_write = time.monotonic()
                 if self.on_written is not None:
                     self._notify_written()

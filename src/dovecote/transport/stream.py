@@ -158,6 +158,11 @@ class Stream:
     def write(self, data: bytes) -> None:
         self.transport.write(data)
 
+    def writelines(self, parts: list[bytes]) -> None:
+        """Write the parts in order, as one write would: uvloop hands them to the socket
+        as they are (one writev), without first joining them into a copy."""
+        self.transport.writelines(parts)
+
     async def drain(self) -> None:
         """Wait while the transport holds more than its high-water mark unsent; raises
         ConnectionResetError once the connection is lost."""

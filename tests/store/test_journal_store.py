@@ -503,6 +503,23 @@ async def test_the_index_catches_up_on_its_own(tmp_path: Path) -> None:
     await store.stop()
 
 
+async def test_a_group_of_large_bodies_is_indexed_at_once_many_small_messages_wait(
+    tmp_path: Path,
+) -> None:
+    """A group of a few large messages (mostly bodies) is applied to the index at once; one
+    as large made of many small messages (a transaction's commit) waits for the catch-up,
+    so that those consumed before it never reach the index."""
+    store = await open_store(tmp_path, index_delay_s=60)
+    assert store._index is not None and store._files is not None
+    await store.write([AddMessage(replace(msg(0), body=b"x" * 100_000))])
+    assert store._index.applied() == store._files.head
+    await store.write([AddMessage(replace(msg(i), body=b"y" * 1024)) for i in range(1, 101)])
+    assert store._index.applied() != store._files.head
+    assert store.message_count(Q) == 101  # (a read brings the index up to date first)
+    assert store._index.applied() == store._files.head
+    await store.stop()
+
+
 async def test_consumed_files_are_removed_once_the_index_catches_up(tmp_path: Path) -> None:
     # The checkpoint follows the index, which catches up a moment after the writes on its
     # own (no further write, no read): the journal must not keep what was consumed.

@@ -41,6 +41,10 @@ MESSAGES = {
     "content-length property": Message(
         "ID:p-1:1:1:5", queue("a"), b"xyz", properties={"content-length": "3"}
     ),
+    "numbers outside 0-9": Message(
+        "ID:p-1:1:1:7", queue("a"), b"x", priority=-1, expiration=10, timestamp=-3
+    ),
+    "lowest priority, 1.2 ack": Message("ID:p-1:1:1:8", queue("a"), b"x", priority=0),
     "composite destination": Message(
         "ID:p-1:1:1:6", Destination(DestinationType.QUEUE, "a,b"), b"x"
     ),

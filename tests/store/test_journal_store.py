@@ -506,9 +506,10 @@ async def test_the_index_catches_up_on_its_own(tmp_path: Path) -> None:
 async def test_a_group_of_large_bodies_is_indexed_at_once_many_small_messages_wait(
     tmp_path: Path,
 ) -> None:
-    """A group of a few large messages (mostly bodies) is applied to the index at once; one
-    as large made of many small messages (a transaction's commit) waits for the catch-up,
-    so that those consumed before it never reach the index."""
+    """A group of a few large messages (mostly bodies, whatever small removals share it) is
+    applied to the index at once; one as large made of many small messages (a transaction's
+    commit) waits for the catch-up, so that those consumed before it never reach the
+    index."""
     store = await open_store(tmp_path, index_delay_s=60)
     assert store._index is not None and store._files is not None
     await store.write([AddMessage(replace(msg(0), body=b"x" * 100_000))])
@@ -517,6 +518,12 @@ async def test_a_group_of_large_bodies_is_indexed_at_once_many_small_messages_wa
     assert store._index.applied() != store._files.head
     assert store.message_count(Q) == 101  # (a read brings the index up to date first)
     assert store._index.applied() == store._files.head
+    # A large message with the small removals (consumers' acks) that share its group.
+    big = replace(msg(200), body=b"z" * 100_000)
+    await store.write([AddMessage(big)] + [RemoveMessage(Q, msg(i).message_id)
+                                            for i in range(1, 51)])  # fmt: skip
+    assert store._index.applied() == store._files.head
+    assert store.message_count(Q) == 52
     await store.stop()
 
 

@@ -70,11 +70,12 @@ INDEX_AT_ONCE_BYTES: Final = 64 * 1024
 """A group whose records are larger than this is applied at once, when they are mostly
 message bodies: ...
 """
-INDEX_AT_ONCE_BYTES_PER_OP: Final = 16 * 1024
-"""... more than this many bytes per operation. A transaction's commit of a hundred 1 KiB
-messages is as large, but its operations are index work that waits, and a message consumed
-before the catch-up never reaches the index (applied at once, transacted batches of 100 spent
-two fifths of the broker's instructions in the index)."""
+INDEX_AT_ONCE_BYTES_PER_ADD: Final = 16 * 1024
+"""... more than this many bytes per message added (the removals that share the group are
+small). A transaction's commit of a hundred 1 KiB messages is as large, but its adds are
+index work that waits, and a message consumed before the catch-up never reaches the index
+(applied at once, transacted batches of 100 spent two fifths of the broker's instructions in
+the index)."""
 
 
 def _added(payload: bytes) -> dict[int, Message]:
@@ -267,11 +268,15 @@ class JournalPersistenceAdapter:
         # The index is a view the journal can rebuild: it is not brought up to date before
         # the writers wake (their receipts need only the fsync) but a moment later, between
         # groups, for several groups in one transaction. A crash before that replays them.
-        group_ops = sum(len(ops) for _, ops in written)
+        added = 0
+        for _, ops in written:
+            self._unapplied_ops += len(ops)
+            for op in ops:
+                if isinstance(op, SequencedAdd):
+                    added += 1
         self._unapplied.extend(written)
-        self._unapplied_ops += group_ops
         self._unapplied_head = head
-        if size > INDEX_AT_ONCE_BYTES and size > group_ops * INDEX_AT_ONCE_BYTES_PER_OP:
+        if size > INDEX_AT_ONCE_BYTES and size > added * INDEX_AT_ONCE_BYTES_PER_ADD:
             # Mostly message bodies: little index work beside its fsync, and deferred it
             # costs more than it saves (measured with 100 KiB messages: 8% slower).
             self._catch_up()

@@ -123,7 +123,7 @@ def string(body: bytes, pos: int) -> tuple[str | None, int]:
 
 # Big-endian numbers read byte by byte: compiled, this is native integer arithmetic, where
 # a struct unpack_from is a call through a bound method that builds a tuple (about ten per
-# message frame: a seventh of the broker's instructions per OpenWire message). Past the end,
+# message frame: 7% of the broker's instructions per OpenWire message). Past the end,
 # they raise IndexError, which ``read`` takes as Unusual.
 
 

@@ -37,6 +37,7 @@ MODULES = [
     "dovecote/core/message.py",
     "dovecote/core/selector.py",
     "dovecote/protocol/openwire/ack_frames.py",
+    "dovecote/protocol/openwire/bigendian.py",
     "dovecote/protocol/openwire/codec.py",
     "dovecote/protocol/openwire/compiled.py",
     "dovecote/protocol/openwire/converter.py",

@@ -26,9 +26,6 @@ class Sequencer:
         self._open: dict[int, int] = {}
         """First number of each batch between numbering and enqueueing (with counts)."""
 
-    def next(self) -> int:
-        return self.next_at(self.clock())
-
     @staticmethod
     def clock() -> int:
         """The wall clock in microseconds."""

@@ -48,9 +48,8 @@ class Usage:
 
     @property
     def full(self) -> bool:
-        if 0 < self.limit <= self.used:
-            return True
-        return self.parent.full if self.parent is not None else False
+        """Whether it or a parent has used all of its limit."""
+        return not self.has_room(0)
 
     def has_room(self, margin: int) -> bool:
         """Whether it and its parents each have ``margin`` bytes to spare."""

@@ -41,6 +41,13 @@ class SessionId:
         return f"{self.connection_id}:{self.value}"
 
 
+def _child_hash(session: SessionId, value: int) -> int:
+    """A consumer's or producer's id hash, made once: hashed for every delivery and ack,
+    one tuple of plain values instead of three nested dataclass hashes (consistent with the
+    generated __eq__); a quarter of it, as core/records.py says why."""
+    return hash((session.connection_id.value, session.value, value)) >> 2
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerId:
     session_id: SessionId
@@ -48,12 +55,7 @@ class ConsumerId:
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Hashed for every delivery and ack: one tuple of plain values instead of the
-        # three nested dataclass hashes (consistent with the generated __eq__), made once
-        # (core/records.py says why).
-        session = self.session_id
-        object.__setattr__(self, "_hash", hash((session.connection_id.value, session.value,
-                                                self.value)) >> 2)  # fmt: skip
+        object.__setattr__(self, "_hash", _child_hash(self.session_id, self.value))
 
     def __hash__(self) -> int:
         return self._hash
@@ -73,12 +75,7 @@ class ProducerId:
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Hashed for every delivery and ack: one tuple of plain values instead of the
-        # three nested dataclass hashes (consistent with the generated __eq__), made once
-        # (core/records.py says why).
-        session = self.session_id
-        object.__setattr__(self, "_hash", hash((session.connection_id.value, session.value,
-                                                self.value)) >> 2)  # fmt: skip
+        object.__setattr__(self, "_hash", _child_hash(self.session_id, self.value))
 
     def __hash__(self) -> int:
         return self._hash

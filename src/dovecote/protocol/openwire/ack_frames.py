@@ -13,11 +13,11 @@ from __future__ import annotations
 from dovecote.core.commands import AckType, MessageAck
 from dovecote.core.ids import ConsumerId
 from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.bigendian import i32
 from dovecote.protocol.openwire.straight import (
     ByBytes,
     StraightReader,
     Unusual,
-    i32,
     value_end,
 )
 

@@ -19,6 +19,7 @@ from enum import Enum
 from typing import Final
 
 from dovecote.core.errors import FrameTooLargeError, RemoteProtocolError
+from dovecote.protocol.openwire.bigendian import i32
 from dovecote.protocol.openwire.compiled import MAGIC, Structure, Throwable, layouts
 from dovecote.protocol.openwire.schema import WIRE_FORMAT_INFO
 
@@ -92,7 +93,7 @@ class FrameReader:
         self.max_frame_size = max_frame_size
         # The bytes read and not yet framed are ``_data[_start:]`` and then ``_pending``.
         # Frames are sliced out of ``_data``, an immutable bytes (a slice is one copy, and
-        # compiled, reading its size bytes is native where a bytearray's are not); the
+        # compiled, reading its size is native where a bytearray's bytes are not); the
         # chunks of a frame larger than what has come wait in ``_pending`` until it is all
         # there and are joined once, so a large frame is not copied once per chunk.
         self._data = b""
@@ -128,10 +129,7 @@ class FrameReader:
         start = self._start
         if len(data) - start < 4:
             return NEED_DATA
-        size = (data[start] << 24) | (data[start + 1] << 16)
-        size |= (data[start + 2] << 8) | data[start + 3]
-        if size & 0x8000_0000:
-            size -= 0x1_0000_0000
+        size = i32(data, start)
         if size < 1:
             self._failed = RemoteProtocolError(f"invalid OpenWire frame size {size}")
             raise self._failed

@@ -16,6 +16,7 @@ from dovecote.core.commands import SendMessage
 from dovecote.core.destinations import Destination
 from dovecote.core.message import BodyType, Message
 from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.bigendian import i8, i32, i64
 from dovecote.protocol.openwire.converter import (
     BODY_TYPES,
     destination_of,
@@ -25,9 +26,6 @@ from dovecote.protocol.openwire.straight import (
     ByBytes,
     StraightReader,
     Unusual,
-    i8,
-    i32,
-    i64,
     string,
     value_end,
 )

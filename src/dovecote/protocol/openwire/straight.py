@@ -10,6 +10,7 @@ import struct
 from typing import Final, Generic, TypeVar
 
 from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.bigendian import i64, u16
 from dovecote.protocol.openwire.codec import Structure
 from dovecote.protocol.openwire.compiled import Reader, layouts, value_tails
 from dovecote.protocol.openwire.converter import (
@@ -119,34 +120,6 @@ def string(body: bytes, pos: int) -> tuple[str | None, int]:
     if end > len(body):
         raise Unusual
     return decode_mutf8(body[pos + 3 : end]), end
-
-
-# Big-endian numbers read byte by byte: compiled, this is native integer arithmetic, where
-# a struct unpack_from is a call through a bound method that builds a tuple (about ten per
-# message frame: 7% of the broker's instructions per OpenWire message). Past the end,
-# they raise IndexError, which ``read`` takes as Unusual.
-
-
-def u16(body: bytes, pos: int) -> int:
-    return (body[pos] << 8) | body[pos + 1]
-
-
-def i32(body: bytes, pos: int) -> int:
-    n = (body[pos] << 24) | (body[pos + 1] << 16) | (body[pos + 2] << 8) | body[pos + 3]
-    return n - 0x1_0000_0000 if n & 0x8000_0000 else n
-
-
-def i64(body: bytes, pos: int) -> int:
-    high = (body[pos] << 24) | (body[pos + 1] << 16) | (body[pos + 2] << 8) | body[pos + 3]
-    low = (body[pos + 4] << 24) | (body[pos + 5] << 16) | (body[pos + 6] << 8) | body[pos + 7]
-    if high & 0x8000_0000:
-        return ((high - 0x1_0000_0000) << 32) | low
-    return (high << 32) | low
-
-
-def i8(body: bytes, pos: int) -> int:
-    n = body[pos]
-    return n - 0x100 if n & 0x80 else n
 
 
 class ByBytes(Generic[V]):

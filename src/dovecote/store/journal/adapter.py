@@ -78,6 +78,11 @@ index work that waits, and a message consumed before the catch-up never reaches 
 the index)."""
 
 
+def _adds(records: list[tuple[Location, list[JournalOp]]]) -> int:
+    """How many messages the records add (counted only for a large group)."""
+    return sum(isinstance(op, SequencedAdd) for _, ops in records for op in ops)
+
+
 def _added(payload: bytes) -> dict[int, Message]:
     """The messages a journal record adds, by seq."""
     return {op.seq: op.message for op in decode_batch(payload) if isinstance(op, SequencedAdd)}
@@ -268,15 +273,10 @@ class JournalPersistenceAdapter:
         # The index is a view the journal can rebuild: it is not brought up to date before
         # the writers wake (their receipts need only the fsync) but a moment later, between
         # groups, for several groups in one transaction. A crash before that replays them.
-        added = 0
-        for _, ops in written:
-            self._unapplied_ops += len(ops)
-            for op in ops:
-                if isinstance(op, SequencedAdd):
-                    added += 1
         self._unapplied.extend(written)
+        self._unapplied_ops += sum(len(ops) for _, ops in written)
         self._unapplied_head = head
-        if size > INDEX_AT_ONCE_BYTES and size > added * INDEX_AT_ONCE_BYTES_PER_ADD:
+        if size > INDEX_AT_ONCE_BYTES and size > _adds(written) * INDEX_AT_ONCE_BYTES_PER_ADD:
             # Mostly message bodies: little index work beside its fsync, and deferred it
             # costs more than it saves (measured with 100 KiB messages: 8% slower).
             self._catch_up()

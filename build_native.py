@@ -64,6 +64,7 @@ MODULES = [
     "dovecote/broker/usage.py",
     "dovecote/store/groupcommit.py",
     "dovecote/store/messagecodec.py",
+    "dovecote/store/ops.py",
     "dovecote/store/journal/adapter.py",
     "dovecote/store/journal/datafiles.py",
     "dovecote/store/journal/index.py",

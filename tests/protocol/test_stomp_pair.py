@@ -3,6 +3,7 @@ style: frames in, frames out, through the real broker and memory store."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -193,3 +194,23 @@ async def test_only_acks_with_a_receipt_ask_for_a_synced_store_write(broker: Bro
     )
     assert [c.sync for c in plain.commands] == [False]  # type: ignore[attr-defined]
     assert [c.sync for c in receipted.commands] == [True]  # type: ignore[attr-defined]
+
+
+async def test_written_dispatches_what_waits_and_starts_nothing_when_nothing_does(
+    broker: Broker,
+) -> None:
+    # Auto-acked deliveries fill the window until the connection has written them.
+    client = await connected(broker, "c")
+    prefetch = {"activemq.prefetchSize": "2"}
+    await client.frame("SUBSCRIBE", destination="/queue/a", id="1", **prefetch)
+    for i in range(3):
+        await client.frame("SEND", f"m{i}".encode(), destination="/queue/a")
+    assert [m.body for m in client.messages()] == [b"m0", b"m1"]
+    connection_id = client.converter.connection_id
+    tasks = asyncio.all_tasks()
+    broker.written(connection_id)  # m2 waits: a dispatch starts
+    (dispatch,) = asyncio.all_tasks() - tasks
+    await dispatch
+    assert [m.body for m in client.messages()] == [b"m2"]
+    broker.written(connection_id)  # the queue is empty: nothing to start
+    assert asyncio.all_tasks() == tasks

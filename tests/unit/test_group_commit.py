@@ -186,3 +186,74 @@ async def test_housekeeping_runs_between_groups_under_steady_load() -> None:
     batches = [i for i, e in enumerate(events) if e.startswith("batch")]
     assert len(batches) >= 4
     assert all("housekeeping" in events[a:b] for a, b in itertools.pairwise(batches))
+
+
+async def test_exclusive_work_runs_between_groups_never_during_one() -> None:
+    # The SQL store's checkpoint moves what the groups wrote: it must not see half a group.
+    events: list[str] = []
+    release = asyncio.Event()
+
+    async def write_group(group: list[str]) -> None:
+        events.append(f"start {group}")
+        await release.wait()
+        events.append(f"end {group}")
+
+    async def checkpoint() -> None:
+        events.append("checkpoint")
+
+    writer = GroupWriter(write_group)
+    writer.start()
+    first = writer.submit("a")
+    for _ in range(5):
+        await asyncio.sleep(0)  # the writer is inside the group now
+    exclusive = asyncio.ensure_future(writer.run_exclusive(checkpoint))
+    second = writer.submit("b")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert events == ["start ['a']"] and not exclusive.done()
+    release.set()
+    await asyncio.wait_for(asyncio.gather(first, second, exclusive), timeout=5)
+    assert events.index("checkpoint") == events.index("end ['a']") + 1
+    assert events[-2:] == ["start ['b']", "end ['b']"]
+    await writer.stop()
+
+
+async def test_exclusive_work_raises_to_its_caller_and_the_writer_goes_on() -> None:
+    recorder = Recorder()
+
+    async def failing() -> None:
+        raise OSError("database gone")
+
+    writer = GroupWriter(recorder.write_group)
+    writer.start()
+    with pytest.raises(OSError, match="database gone"):
+        await asyncio.wait_for(writer.run_exclusive(failing), timeout=5)
+    await asyncio.wait_for(writer.submit("after"), timeout=5)
+    assert recorder.groups == [["after"]]
+    await writer.stop()
+
+
+async def test_exclusive_work_whose_caller_gave_up_is_not_run() -> None:
+    ran: list[str] = []
+    release = asyncio.Event()
+
+    async def write_group(group: list[str]) -> None:
+        await release.wait()
+
+    async def work(name: str) -> None:
+        ran.append(name)
+
+    writer = GroupWriter(write_group)
+    writer.start()
+    group = writer.submit("a")
+    await asyncio.sleep(0)
+    abandoned = asyncio.ensure_future(writer.run_exclusive(lambda: work("abandoned")))
+    kept = asyncio.ensure_future(writer.run_exclusive(lambda: work("kept")))
+    await asyncio.sleep(0)
+    abandoned.cancel()
+    release.set()
+    await asyncio.wait_for(asyncio.gather(group, kept), timeout=5)
+    assert ran == ["kept"]
+    await writer.stop()
+    with pytest.raises(OSError, match="stopping"):
+        await writer.run_exclusive(lambda: work("late"))

@@ -29,6 +29,7 @@ from dovecote.protocol.openwire.converter import OpenWireRequest
 from dovecote.protocol.stomp.converter import StompRequest
 from dovecote.protocol.stomp.frames import Frame
 from dovecote.store.api import AddMessage, RemoveMessage
+from dovecote.store.journal.datafiles import Location
 from dovecote.store.journal.records import SequencedAdd
 
 CONSUMER = ConsumerId(SessionId(ConnectionId("ID:c"), 1), 2)
@@ -46,6 +47,7 @@ RECORDS: dict[type, dict[str, Any]] = {
     AddMessage: {"message": MESSAGE},
     RemoveMessage: {"destination": queue("q"), "message_id": "ID:m:1"},
     SequencedAdd: {"seq": 7, "message": MESSAGE},
+    Location: {"file_id": 3, "offset": 200},  # (small ints: compiled, others are new objects)
 }
 UNHASHABLE = (Message, SendMessage, MessageDispatch, AddMessage, SequencedAdd, Structure)
 """Messages' properties and structures' fields are dicts."""

@@ -356,8 +356,11 @@ class Broker:
             record = self._consumers.get(consumer_id)
             if record is not None and record.consumer.unwritten:
                 record.consumer.unwritten = 0
-                if record.origin is not None:
-                    origins.append(record.origin)
+                origin = record.origin
+                # Only where something waits: a lone consumer keeping up empties its queue
+                # with every message, and a task to find nothing was most of this.
+                if origin is not None and origin.waiting:
+                    origins.append(origin)
         if origins:
             task = asyncio.get_running_loop().create_task(self._dispatch_all(origins))
             task.add_done_callback(log_failure("a dispatch after a write"))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import NamedTuple
 
 from dovecote.broker.usage import TempStore, Usage
 from dovecote.core.commands import AckType, ConsumerInfo, MessageAck, MessageDispatch
@@ -21,11 +20,16 @@ from dovecote.core.selector import Selector, compile_selector
 DispatchSink = Callable[[MessageDispatch], None]
 
 
-class Dispatched(NamedTuple):
-    """What a dispatch pass leaves for the broker to settle in the store."""
+class Dispatched:
+    """What a dispatch pass leaves for the broker to settle in the store. (A plain class: a
+    NamedTuple is built through an interpreted ``__new__`` even from compiled code, and one
+    is made per dispatch pass.)"""
 
-    expired: list[Entry]
-    settled: list[Entry]
+    __slots__ = ("expired", "settled")
+
+    def __init__(self) -> None:
+        self.expired: list[Entry] = []
+        self.settled: list[Entry] = []
 
 
 class Entry:

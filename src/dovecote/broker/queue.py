@@ -116,6 +116,11 @@ class Queue:
         return self._pending_count
 
     @property
+    def waiting(self) -> bool:
+        """Messages wait for a consumer (in memory or in the store only)."""
+        return self._pending_count > 0 or self.stored > 0
+
+    @property
     def inflight_count(self) -> int:
         return sum(len(c.inflight) for c in self.consumers)
 
@@ -170,7 +175,7 @@ class Queue:
 
     def dispatch(self, now_ms: int) -> Dispatched:
         """Hand pending messages to consumers with room."""
-        result = Dispatched([], [])
+        result = Dispatched()
         if not self._pending_count or not self.consumers:
             return result
         candidates = self._candidates()
@@ -181,6 +186,8 @@ class Queue:
         takes_all = all(c.takes_all for c in candidates)
         for priority in _PRIORITIES:
             bucket = self._pending[priority]
+            if not bucket:
+                continue
             skipped: list[Entry] = []
             while bucket:
                 entry = bucket.popleft()
@@ -214,8 +221,10 @@ class Queue:
                     candidates.append(consumer)
                     if self._mixed_priorities:
                         candidates.sort(key=_by_consumer_priority)
-            bucket.extendleft(reversed(skipped))
-            if not candidates:
+            if skipped:
+                bucket.extendleft(reversed(skipped))
+            # (Most messages have the default priority: the buckets below it are empty.)
+            if not candidates or not self._pending_count:
                 break
         return result
 

@@ -40,6 +40,11 @@ class TopicSubscription:
     def key(self) -> tuple[str, str] | None:
         return (self.durable.client_id, self.durable.name) if self.durable else None
 
+    @property
+    def waiting(self) -> bool:
+        """Messages wait for the consumer."""
+        return bool(self.pending)
+
     def matches(self, message: Message) -> bool:
         if self.consumer is not None:
             return self.consumer.matches(message)
@@ -55,7 +60,7 @@ class TopicSubscription:
 
     def dispatch(self, now_ms: int) -> Dispatched:
         """Hand pending entries to the consumer while it has room."""
-        result = Dispatched([], [])
+        result = Dispatched()
         consumer = self.consumer
         if consumer is None:
             return result

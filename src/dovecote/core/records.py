@@ -2,8 +2,8 @@
 
 The command vocabulary is frozen dataclasses. The records built once or more for every
 message (the message itself, its send, its dispatch, its ack; beyond core, a STOMP frame and
-its request, an OpenWire request and structure, the store's add and remove and the journal's
-sequenced add) are slotted dataclasses declared ``init=False`` with a written-out
+its request, an OpenWire request and structure, the store's add and remove, the journal's
+sequenced add and its locations) are slotted dataclasses declared ``init=False`` with a written-out
 ``__init__``. Compiled by mypyc
 (build_native.py) such a class is native: its ``__init__`` stores straight into the object
 and compiled code reads its fields straight out. A dataclass-generated ``__init__`` stays

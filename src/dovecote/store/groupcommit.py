@@ -42,7 +42,10 @@ class GroupWriter(Generic[T]):
         self._waiter: asyncio.Future[None] | None = None
         self._lazy_timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
-        self._busy = asyncio.Lock()
+        # Work to run between groups (run_exclusive), by the writer itself: what runs in its
+        # task needs no lock against the groups (an asyncio.Lock taken around each group
+        # was ten interpreted calls per group, one group per send for a lone producer).
+        self._exclusive: list[tuple[Callable[[], Awaitable[None]], asyncio.Future[None]]] = []
         self._closing = False
         self._urgent = 0
         """Batches queued since the last group that somebody waits for."""
@@ -73,10 +76,12 @@ class GroupWriter(Generic[T]):
         if self._lazy_timer is not None:
             self._lazy_timer.cancel()
             self._lazy_timer = None
-        for _, future in self._pending:  # written by nobody: fail them rather than hang them
+        # Written or run by nobody: fail them rather than hang them.
+        for future in [f for _, f in self._pending] + [f for _, f in self._exclusive]:
             if not future.done():
                 future.set_exception(OSError("the store stopped"))
         self._pending.clear()
+        self._exclusive.clear()
 
     def submit(self, item: T, urgent: bool = True) -> asyncio.Future[None]:
         """Queue one batch now (its place in the order is taken here, not when awaited);
@@ -127,6 +132,8 @@ class GroupWriter(Generic[T]):
                         await asyncio.sleep(0)
                         turns += 1
                     await self._write_pending()
+                if self._exclusive:
+                    await self._run_exclusive_work()
                 if self._after_group is not None and not self._closing:
                     await self._housekeeping()
                 if not self._pending:
@@ -141,8 +148,7 @@ class GroupWriter(Generic[T]):
             self._lazy_timer.cancel()  # its batches are in this group
             self._lazy_timer = None
         try:
-            async with self._busy:
-                await self._write_group([item for item, _ in group])
+            await self._write_group([item for item, _ in group])
         except Exception as exc:  # each writer learns of the failure
             log.exception("store write failed")
             for _, future in group:
@@ -156,15 +162,33 @@ class GroupWriter(Generic[T]):
     async def _housekeeping(self) -> None:
         assert self._after_group is not None
         try:
-            async with self._busy:
-                await self._after_group()
+            await self._after_group()
         except Exception:  # housekeeping failed: writing goes on, the next try may do
             log.exception("store housekeeping after a write failed")
 
     async def run_exclusive(self, fn: Callable[[], Awaitable[None]]) -> None:
-        """Run ``fn`` between groups, never while one is being written."""
-        async with self._busy:
-            await fn()
+        """Run ``fn`` between groups, never while one is being written: the writer runs it,
+        and this returns when it has (raising what it raised)."""
+        if self._closing or self._task is None:
+            raise OSError("the store is stopping")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._exclusive.append((fn, future))
+        self.wake()
+        await future
+
+    async def _run_exclusive_work(self) -> None:
+        work, self._exclusive = self._exclusive, []
+        for fn, future in work:
+            if future.done():
+                continue  # its caller was cancelled while it waited
+            try:
+                await fn()
+            except Exception as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                continue
+            if not future.done():
+                future.set_result(None)
 
 
 def written() -> asyncio.Future[None]:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dovecote.core.records import pickle_by_fields
 from dovecote.store.journal.records import (
     FILE_HEADER,
     FILE_MAGIC,
@@ -37,10 +38,17 @@ INLINE_SYNC_MAX_BYTES = 64 * 1024
 """... and only for groups of at most this many bytes."""
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(slots=True, unsafe_hash=True, order=True, init=False)
 class Location:
+    """Where a record starts (or the journal ends). Two made per group written: built as
+    core/records.py says, and as immutable."""
+
     file_id: int
     offset: int
+
+    def __init__(self, file_id: int, offset: int) -> None:
+        self.file_id = file_id
+        self.offset = offset
 
 
 class DataFiles:
@@ -279,3 +287,6 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+pickle_by_fields(__name__)

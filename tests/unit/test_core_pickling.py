@@ -37,7 +37,6 @@ SAMPLES: list[object] = [
     SESSION,
     CONSUMER,
     PRODUCER,
-    TRANSACTION,
     queue("orders"),
     Destination(DestinationType.TEMP_TOPIC, "ID:t-1"),
     ConnectionInfo(CONNECTION, "client", "user", None),
@@ -51,10 +50,13 @@ SAMPLES: list[object] = [
     DestinationInfo(CONNECTION, queue("q"), add=False),
 ]
 
+NOT_FROZEN: list[object] = [TRANSACTION]
+"""Built once per message, so made as core/records.py says: not frozen at run time."""
+
 CORE_MODULES = ["dovecote.core.ids", "dovecote.core.destinations", "dovecote.core.commands"]
 
 
-@pytest.mark.parametrize("record", SAMPLES, ids=lambda r: type(r).__name__)
+@pytest.mark.parametrize("record", SAMPLES + NOT_FROZEN, ids=lambda r: type(r).__name__)
 def test_pickles_and_copies_to_an_equal_record(record: object) -> None:
     for again in (
         pickle.loads(pickle.dumps(record)),

@@ -3,9 +3,11 @@ selectors, groups and exclusive consumers (SPEC C2, C8)."""
 
 from __future__ import annotations
 
+import sys
+
 from dovecote.broker.consumer import Consumer
 from dovecote.broker.queue import Queue
-from dovecote.core.commands import ConsumerInfo, MessageDispatch
+from dovecote.core.commands import AckType, ConsumerInfo, MessageAck, MessageDispatch
 from dovecote.core.destinations import queue
 from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
 from dovecote.core.message import Message
@@ -210,3 +212,30 @@ def test_a_stored_backlog_counts_in_the_size_and_pages_in_from_where_it_stands()
     assert got == ["s0", "s1"] and q.size() == 3
     q.take_page(QueuePage([], (101, 8)))  # the store had less than counted: forget the rest
     assert (q.stored, q.stored_bytes) == (0, 0)
+
+
+def test_acks_one_at_a_time_keep_the_in_flight_map_compact() -> None:
+    """A Java consumer acks each message: the in-flight map loses its oldest entry each
+    time. A dict keeps deleted slots, which a cumulative ack's walk from the front steps
+    over; the consumer makes it anew before they pile up, and the acks still cover what
+    they should."""
+    q = Queue(Q)
+    c, got = make_consumer(1, prefetch=1000)
+    q.add_consumer(c)
+    fill(q, 1100)
+    q.dispatch(0)
+    full_size = sys.getsizeof(c.inflight)
+    for n in range(1100):
+        message_id = f"m{n}"
+        if n >= 1000:
+            q.dispatch(0)  # one more goes out for each settled
+        ack = MessageAck(c.info.consumer_id, AckType.STANDARD, message_id)
+        entries = c.acked_entries(ack)
+        assert [e.message_id for e in entries] == [message_id]
+        c.settle(entries)
+        if n == 989:
+            # Ten left in flight: the map is about their size, not the thousand's it held.
+            left = [e.message_id for e in c.inflight.values()]
+            assert left == [f"m{i}" for i in range(990, 1000)]
+            assert sys.getsizeof(c.inflight) * 4 < full_size
+    assert not c.inflight and len(got) == 1100

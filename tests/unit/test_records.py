@@ -172,6 +172,8 @@ HASH_KEPT: list[tuple[Callable[[], object], dict[str, object]]] = [
     (lambda: ConsumerId(SessionId(ConnectionId("ID:c"), 1), 2), {"value": 3}),
     (lambda: ConsumerId(SessionId(ConnectionId("ID:c"), 1), 2), {"session_id": OTHER_SESSION}),
     (lambda: ProducerId(SessionId(ConnectionId("ID:c"), 1), 2), {"value": 3}),
+    (lambda: TransactionId(ConnectionId("ID:c"), "tx-1"), {"value": "tx-2"}),
+    (lambda: TransactionId(ConnectionId("ID:c"), "tx-1"), {"connection_id": ConnectionId("ID:d")}),
     (lambda: queue("orders"), {"name": "payments"}),
     (lambda: topic("orders"), {"type": DestinationType.QUEUE}),
     (lambda: queue("a,b"), {"name": "a"}),

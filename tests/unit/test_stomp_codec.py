@@ -74,6 +74,27 @@ def test_crlf_lines_are_accepted() -> None:
     assert parser.next_event() == Frame("SEND", (("destination", "/queue/a"),), b"body")
 
 
+@pytest.mark.parametrize("body_head", [b"", b"\xff\xfe not UTF-8 ", b"x" * 300])
+def test_a_crlf_head_ends_at_its_blank_line_whatever_the_body_holds(body_head: bytes) -> None:
+    # The body holds an LF LF (found first by the search for the common end of a head),
+    # after bytes that are not text, or past the header size limit: the head is the CRLF one.
+    body = body_head + b"\n\nrest"
+    parser = FrameParser(version="1.2", max_header_size=100)
+    parser.receive_data(
+        b"SEND\r\ndestination:/queue/a\r\ncontent-length:%d\r\n\r\n%s\x00" % (len(body), body)
+    )
+    assert parser.next_event() == Frame(
+        "SEND", (("destination", "/queue/a"), ("content-length", str(len(body)))), body
+    )
+
+
+def test_a_lone_command_and_a_last_header_without_a_value() -> None:
+    parser = FrameParser(version="1.2")
+    parser.receive_data(b"DISCONNECT\n\n\x00SEND\ndestination:/queue/a\nempty:\n\nx\x00")
+    assert parser.next_event() == Frame("DISCONNECT")
+    assert parser.next_event() == Frame("SEND", (("destination", "/queue/a"), ("empty", "")), b"x")
+
+
 def test_eols_between_frames_are_heartbeats() -> None:
     parser = FrameParser()
     parser.receive_data(b"\n\r\nSEND\ndestination:/q/a\n\n\x00\n\nBEGIN\ntransaction:t\n\n\x00")
@@ -209,6 +230,7 @@ LIMITS = [
     (dict(max_header_size=100), b"SEND\nk:" + b"v" * 200),  # no end of headers yet
     (dict(max_header_size=100), b"SEND\nk:" + b"v" * 200 + b"\n\n\x00"),
     (dict(max_headers=3), b"SEND\na:1\nb:2\nc:3\nd:4\n\n\x00"),
+    (dict(max_headers=3), b"SEND\r\na:1\r\nb:2\r\nc:3\r\nd:4\r\n\r\n\x00"),
     (dict(max_frame_size=100), b"SEND\ncontent-length:500\n\n"),  # announced, not sent yet
     (dict(max_frame_size=100), b"SEND\n\n" + b"x" * 200),  # no NUL yet
     (dict(max_frame_size=100), b"SEND\n\n" + b"x" * 200 + b"\x00"),
@@ -237,3 +259,21 @@ def test_eof_inside_a_frame_is_an_error() -> None:
 def test_stomp_1_0_cannot_carry_a_newline_in_a_header() -> None:
     with pytest.raises(LocalProtocolError):
         encode_frame(Frame("MESSAGE", (("k", "a\nb"),)), "1.0")
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("0", 0), ("3", 3), ("003", 3), (" 12\t", 12), ("0" * 17 + "5", 5),
+     ("", None), ("1a", None), ("+1", None), ("1 2", None), ("\u0661", None), ("9" * 19, None)],
+)  # fmt: skip
+def test_content_length_is_ascii_digits_of_a_sane_size(text: str, size: int | None) -> None:
+    parser = FrameParser(version="1.2")
+    wire = b"SEND\ncontent-length:" + text.encode() + b"\n\n"
+    if size is None:
+        parser.receive_data(wire + b"\x00")
+        with pytest.raises(RemoteProtocolError, match="content-length"):
+            parser.next_event()
+        return
+    parser.receive_data(wire + b"x" * size + b"\x00")
+    frame = parser.next_event()
+    assert isinstance(frame, Frame) and len(frame.body) == size

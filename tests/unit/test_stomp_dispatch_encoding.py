@@ -96,3 +96,23 @@ def test_a_dispatch_for_a_closed_subscription_encodes_to_nothing() -> None:
     consumer_id = next(iter(converter._subs_by_consumer))
     converter.on_frame(Frame("UNSUBSCRIBE", (("id", "1"),)))
     assert converter.encode_dispatch(MessageDispatch(consumer_id, MESSAGES["plain"], 1)) is None
+
+
+def test_each_message_is_written_with_its_own_destination() -> None:
+    # The converter keeps the last destination's header value: messages from several
+    # destinations in turn, and a temporary queue of the connection's own made meanwhile.
+    converter = subscribed("1.2", "1", "auto")
+    consumer_id = next(iter(converter._subs_by_consumer))
+    reply = converter.on_frame(
+        Frame("SEND", (("destination", "/queue/a"), ("reply-to", "/temp-queue/r")), b"q")
+    )
+    temporary = reply.commands[-1].message.reply_to  # type: ignore[attr-defined]
+    assert temporary is not None
+    sequence = [queue("a"), queue("b:c"), queue("b:c"), queue("a"), temporary, queue("a")]
+    for n, destination in enumerate(sequence):
+        message = Message(f"ID:p-1:1:1:{n}", destination, b"x")
+        dispatch = MessageDispatch(consumer_id, message, 1)
+        frame = converter.on_dispatch(dispatch)
+        assert frame is not None
+        assert converter.encode_dispatch(dispatch) == encode_frame(frame, "1.2")
+    assert frame.get("destination") == "/queue/a"

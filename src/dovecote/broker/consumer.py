@@ -8,7 +8,7 @@ the destination takes it back (SPEC C2, C4, R1).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from dovecote.broker.usage import TempStore, Usage
@@ -99,7 +99,8 @@ def release_all(entries: Iterable[Entry]) -> None:
 
 class Consumer:
     __slots__ = (
-        "_freed", "inflight", "info", "pulls", "selector", "sink", "takes_all", "unwritten",
+        "_deleted", "_freed", "inflight", "info", "pulls", "selector", "sink", "takes_all",
+        "unwritten",
     )  # fmt: skip
 
     def __init__(self, info: ConsumerInfo, sink: DispatchSink) -> None:
@@ -111,6 +112,8 @@ class Consumer:
         self.takes_all = self.selector is None and not info.no_local
         """Every message matches it (no selector, no noLocal)."""
         self.inflight: dict[str, Entry] = {}
+        self._deleted = 0
+        """Entries deleted from ``inflight`` since it was last made anew (see settle)."""
         self._freed = 0
         self.pulls = 0
         self.unwritten = 0
@@ -153,15 +156,17 @@ class Consumer:
                 f"consumer {ack.consumer_id} has no unacknowledged message {ack.last_message_id}"
             )
         if ack.ack_type in (AckType.STANDARD, AckType.DELIVERED):
-            # Cumulative: everything dispatched up to and including last_message_id.
-            return list(self._through(ack.last_message_id))
+            # Cumulative: everything dispatched up to and including last_message_id. (A loop,
+            # not list() of a generator: compiled, the dict walk is native, and a Java
+            # consumer acks each message, one entry each: 3.7k -> ~0.5k instructions.)
+            last_id = ack.last_message_id
+            covered: list[Entry] = []
+            for message_id, entry in self.inflight.items():
+                covered.append(entry)
+                if message_id == last_id:
+                    break
+            return covered
         return [self.inflight[ack.last_message_id]]
-
-    def _through(self, last_id: str) -> Iterator[Entry]:
-        for message_id, entry in self.inflight.items():
-            yield entry
-            if message_id == last_id:
-                return
 
     def free_window(self, entries: list[Entry]) -> None:
         for entry in entries:
@@ -184,15 +189,27 @@ class Consumer:
             if entry.message_id not in inflight:
                 continue
             del inflight[entry.message_id]
+            self._deleted += 1
             if entry.window_freed:
                 self._freed -= 1
                 entry.window_freed = False
+        # A dict keeps a deleted entry's slot until it grows again, and a walk from its start
+        # (a cumulative ack) steps over every one: settled in dispatch order, they pile up in
+        # front of the live ones, up to two thirds of the most the dict ever held. A copy has
+        # none; made once 4*sqrt(live) have been deleted, its cost spread over those deletes
+        # is about that of the shorter walk. (A Java consumer acking each message, a thousand
+        # in flight: 1.7k instructions per ack to reach the first entry, now 0.8k + 0.5k.)
+        deleted = self._deleted
+        if deleted >= 64 and deleted * deleted >= 16 * len(inflight):
+            self.inflight = dict(inflight)
+            self._deleted = 0
 
     def take_back(self, entries: list[Entry] | None = None) -> list[Entry]:
         """Remove entries (all when None) from flight for redelivery, in dispatch order."""
         if entries is None:
             taken = list(self.inflight.values())
             self.inflight.clear()
+            self._deleted = 0
             self._freed = 0
         else:
             taken = [e for e in entries if e.message_id in self.inflight]

@@ -88,12 +88,30 @@ class ProducerId:
         return f"{self.session_id}:{self.value}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False)
 class TransactionId:
-    """A local transaction, named by its connection and a per-connection key."""
+    """A local transaction, named by its connection and a per-connection key. One is made
+    for every transacted STOMP send and looked up in the connection's transactions: built
+    as core/records.py says, its hash kept and its equality written out (a dataclass's
+    generated ``__init__``, ``__hash__`` and ``__eq__`` run interpreted, three calls per
+    send)."""
 
     connection_id: ConnectionId
     value: str
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __init__(self, connection_id: ConnectionId, value: str) -> None:
+        self.connection_id = connection_id
+        self.value = value
+        self._hash = hash((connection_id.value, value)) >> 2
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TransactionId):
+            return NotImplemented
+        return self.value == other.value and self.connection_id.value == other.connection_id.value
 
     def __str__(self) -> str:
         return f"TX:{self.connection_id}:{self.value}"

@@ -161,6 +161,10 @@ class StompConverter:
         self._temp_names: dict[str, Destination] = {}
         self._resolved: dict[str, Destination] = {}
         self._temp_reverse: dict[Destination, str] = {}
+        self._last_destination: Destination | None = None
+        """The destination of the last message dispatched, and its header value as written
+        (named and escaped); forgotten when the names change (a new temporary one)."""
+        self._last_destination_text = ""
         self._transactions: set[str] = set()
         self._client_id = ""
 
@@ -450,6 +454,7 @@ class StompConverter:
             destination = Destination(kind, f"{self.connection_id}:{len(self._temp_names) + 1}")
             self._temp_names[key] = destination
             self._temp_reverse[destination] = key
+            self._last_destination = None
             commands.append(DestinationInfo(self.connection_id, destination))
         return destination
 
@@ -510,11 +515,19 @@ class StompConverter:
         head = sub.head
         if not head:
             head = sub.head = self._head(sub.id)
-        if not message.destination.is_topic:
-            return (head, *message_tail(message, self.version, self.stomp_destination))
+        destination = message.destination
+        if destination is not self._last_destination:
+            # Most messages go where the one before went (the same producer's destination,
+            # the same object): its header value is named and escaped once for them.
+            name = self.stomp_destination(destination)
+            self._last_destination_text = escape_header(name, self.version)
+            self._last_destination = destination
+        text = self._last_destination_text
+        if not destination.is_topic:
+            return (head, *message_tail(message, self.version, self.stomp_destination, text))
         tail = tail_cache.get(message, self.version)
         if tail is None:
-            tail = message_tail(message, self.version, self.stomp_destination)
+            tail = message_tail(message, self.version, self.stomp_destination, text)
             if not has_temporary(message):
                 # (Temporary destinations are named per connection: nothing to share.)
                 tail_cache.put(message, self.version, tail)

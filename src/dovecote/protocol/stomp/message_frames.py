@@ -54,12 +54,13 @@ line, the body, the NUL. Never joined: the connection's writer hands its parts t
 as they are (the body is copied only into the kernel)."""
 
 
-def message_tail(message: Message, version: str, name_of: NameOf) -> Tail:
+def message_tail(message: Message, version: str, name_of: NameOf, destination: str) -> Tail:
     """A MESSAGE frame after its subscription header, as ``message_headers`` and
     ``encode_frame`` would write it for STOMP 1.1 or 1.2 (written straight from the message:
-    no Frame, no header tuples, as this runs once per message delivered)."""
+    no Frame, no header tuples, as this runs once per message delivered). ``destination``
+    is the destination header's value as written: ``name_of(message.destination)``,
+    escaped (the caller keeps the last one)."""
     message_id = escape_header(message.message_id, version)
-    destination = escape_header(name_of(message.destination), version)
     if version == "1.2":
         ids = f"message-id:{message_id}\nack:{message_id}"
     else:

@@ -60,8 +60,15 @@ the count alone."""
 MAP_SIZE: Final = 16 << 30  # address space only; LMDB files grow as needed
 
 
+_PACKER: Final = msgpack.Packer(use_bin_type=True)
+"""One packer for every index entry: ``msgpack.packb`` is an interpreted wrapper that makes
+a new packer (and its buffer) per call, once per message the index takes. The index
+is only ever used from the event loop's thread."""
+
+
 def _pack(value: Any) -> bytes:
-    return bytes(msgpack.packb(value, use_bin_type=True))
+    packed: bytes = _PACKER.pack(value)
+    return packed
 
 
 def _unpack(data: bytes) -> Any:

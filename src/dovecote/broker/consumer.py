@@ -157,8 +157,8 @@ class Consumer:
             )
         if ack.ack_type in (AckType.STANDARD, AckType.DELIVERED):
             # Cumulative: everything dispatched up to and including last_message_id. (A loop,
-            # not list() of a generator: compiled, the dict walk is native, and a Java
-            # consumer acks each message, one entry each: 3.7k -> ~0.5k instructions.)
+            # not list() of a generator: compiled, the dict walk is native. A Java consumer
+            # acks each message: 4.3k -> 2.5k instructions per ack, before settle's copies.)
             last_id = ack.last_message_id
             covered: list[Entry] = []
             for message_id, entry in self.inflight.items():

@@ -32,8 +32,14 @@ from dovecote.transport.stream import Stream
 
 log = logging.getLogger("dovecote.stomp")
 
-MAX_PIPELINED_BATCHES = 16
-"""Batches of persistent sends whose store writes may be under way at once."""
+MAX_PIPELINED_BATCHES = 64
+"""Batches of persistent sends whose store writes may be under way at once..."""
+MAX_PIPELINED_BYTES = 4 * 1024 * 1024
+"""... and their bytes (ActiveMQ's journal writes up to 4 MB at a time). What is under way
+while a group is synced makes the next group: large messages come one per read, so 16
+batches (the earlier bound) were 1.6 MB of 100 KiB ones and the disk's syncs came too
+often (measured: 100 KiB persistent sends +7% to +16% msg/s at this bound, p50 57 -> 99 ms
+against ActiveMQ's ~400)."""
 
 CONNECT_TIMEOUT_S = 30.0
 """A client that sends no CONNECT within this time is dropped (ActiveMQ's connect timeout)."""
@@ -228,10 +234,15 @@ class StompConnection:
             await self.broker.route_admitted(batch)
 
     async def _settle_pipelined(self, keep: int) -> None:
-        """Wait for pipelined sends, oldest first, until at most ``keep`` are under way;
-        a failed one raises its error here (and the connection ends with an ERROR)."""
-        while len(self._pipelined) > keep:
-            task, size = self._pipelined.popleft()
+        """Wait for pipelined sends, oldest first, until at most ``keep`` are under way
+        (and at most MAX_PIPELINED_BYTES, but one always: a message larger than that is
+        stored while the next is read); a failed one raises its error here (and the
+        connection ends with an ERROR)."""
+        pipelined = self._pipelined
+        while len(pipelined) > keep or (
+            len(pipelined) > 1 and self._pipelined_bytes > MAX_PIPELINED_BYTES
+        ):
+            task, size = pipelined.popleft()
             self._pipelined_bytes -= size
             await task
 

@@ -18,7 +18,8 @@ from brokers import running_broker
 SOURCE = Path(__file__).parent.parent / "java" / "Conformance.java"
 SCENARIOS = [
     "text_message", "bytes_message", "map_message", "stream_message", "object_message",
-    "sync_and_async_send", "listener", "listener_and_receive_mixed", "client_acknowledge",
+    "sync_and_async_send", "listener", "listener_and_receive_mixed", "auto_ack_each_of_many",
+    "client_acknowledge",
     "individual_acknowledge", "dups_ok_acknowledge", "optimize_acknowledge",
     "prefetch_zero_receive_timeout", "transaction_commit_rollback",
     "redelivery_exhaustion_to_dlq", "selectors", "durable_subscriber_reconnect",

@@ -27,6 +27,24 @@ def test_order_and_durability_survive_kill_9(tmp_path: Path) -> None:
         assert bodies == [f"m{i}" for i in range(500)] + ["last"]
 
 
+def test_large_sends_past_the_bytes_under_way_keep_order_and_durability(tmp_path: Path) -> None:
+    # 300 KiB sends fill the 4 MiB a connection may have under way (stomp.py's
+    # MAX_PIPELINED_BYTES) many times over, and one of 5 MiB is above it alone.
+    bodies = [f"{i:03d}" + "x" * (300 * 1024) for i in range(30)]
+    bodies.insert(15, "big" + "y" * (5 * 1024 * 1024))
+    with running_broker(workdir=tmp_path) as broker:
+        with Client(broker.stomp_address) as client:
+            for body in bodies:
+                client.send("/queue/large", body, receipt=False, persistent="true")
+            client.send("/queue/large", "last", receipt=True, persistent="true")
+        broker.process.kill()  # the receipt promised every one is on disk
+        broker.process.wait()
+    with running_broker(workdir=tmp_path) as broker, Client(broker.stomp_address) as client:
+        client.subscribe("/queue/large")
+        got = [m.body for m in client.receive_n(len(bodies) + 1)]
+        assert got == [*bodies, "last"]
+
+
 def test_a_refused_pipelined_send_ends_the_connection_with_an_error(tmp_path: Path) -> None:
     config = (
         "[usage]\nmemory_limit = 65536\nsend_fail_if_no_space = true\n"

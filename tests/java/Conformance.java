@@ -51,6 +51,7 @@ public class Conformance {
         scenarios.add(new Object[] {"sync_and_async_send", (Scenario) Conformance::syncAndAsyncSend});
         scenarios.add(new Object[] {"listener", (Scenario) Conformance::listener});
         scenarios.add(new Object[] {"listener_and_receive_mixed", (Scenario) Conformance::mixed});
+        scenarios.add(new Object[] {"auto_ack_each_of_many", (Scenario) Conformance::autoAckEachOfMany});
         scenarios.add(new Object[] {"client_acknowledge", (Scenario) Conformance::clientAck});
         scenarios.add(new Object[] {"individual_acknowledge", (Scenario) Conformance::individualAck});
         scenarios.add(new Object[] {"dups_ok_acknowledge", (Scenario) Conformance::dupsOk});
@@ -204,6 +205,37 @@ public class Conformance {
             MessageProducer p = s.createProducer(q);
             for (int i = 0; i < 5; i++) p.send(s.createTextMessage("x"));
             check(latch.await(10, TimeUnit.SECONDS), "listener got " + (5 - latch.getCount()));
+        } finally { c.close(); }
+    }
+
+    // An auto-acknowledging consumer acks each message: many of them, in flight a prefetch
+    // window at a time, each acked alone, come in order and once; those still in flight when
+    // it closes (prefetched, never acked) all come again, in order, to the next consumer.
+    static void autoAckEachOfMany() throws Exception {
+        Connection c = connect();
+        try {
+            Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue q = queue(s, "many");
+            MessageProducer p = s.createProducer(q);
+            p.setDeliveryMode(DeliveryMode.NON_PERSISTENT);
+            for (int i = 0; i < 3000; i++) p.send(s.createTextMessage("m" + i));
+            MessageConsumer first = s.createConsumer(q);
+            for (int i = 0; i < 1500; i++) {
+                Message m = first.receive(5000);
+                check(m != null, "message " + i + " did not come");
+                String text = ((TextMessage) m).getText();
+                check(text.equals("m" + i), "message " + i + " was " + text);
+                check(!m.getJMSRedelivered(), "message " + i + " redelivered");
+            }
+            first.close();
+            MessageConsumer second = s.createConsumer(q);
+            for (int i = 1500; i < 3000; i++) {
+                Message m = second.receive(5000);
+                check(m != null, "message " + i + " did not come again");
+                String text = ((TextMessage) m).getText();
+                check(text.equals("m" + i), "message " + i + " was " + text + " the second time");
+            }
+            check(second.receive(500) == null, "the queue kept an acknowledged message");
         } finally { c.close(); }
     }
 

@@ -38,8 +38,8 @@ MAX_PIPELINED_BYTES = 4 * 1024 * 1024
 """... and their bytes (ActiveMQ's journal writes up to 4 MB at a time). What is under way
 while a group is synced makes the next group: large messages come one per read, so 16
 batches (the earlier bound) were 1.6 MB of 100 KiB ones and the disk's syncs came too
-often (measured: 100 KiB persistent sends +7% to +16% msg/s at this bound, p50 57 -> 99 ms
-against ActiveMQ's ~400)."""
+often (measured in alternating pairs: 100 KiB persistent sends +7% msg/s, p50 52 -> 67 ms
+against ActiveMQ's ~400; 1 KiB async sends +25%, p50 229 -> 154 ms)."""
 
 CONNECT_TIMEOUT_S = 30.0
 """A client that sends no CONNECT within this time is dropped (ActiveMQ's connect timeout)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import logging
 import signal
@@ -70,7 +71,19 @@ async def _serve(broker_app: BrokerApp) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await broker_app.start()
+    # A slave waits in start() for the store's lock, as long as the master lives: a signal
+    # must end that wait too.
+    starting = asyncio.ensure_future(broker_app.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait((starting, stopping), return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not starting.done():
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        await broker_app.stop()
+        return
+    starting.result()  # a start that failed raises here
     tune_collector()
     # A line tests and scripts can wait for.
     listeners = []

@@ -106,3 +106,30 @@ def test_ctrl_c_stops_cleanly() -> None:
         while "stopped" not in broker.log_text() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert "stopped" in broker.log_text()
+
+
+def test_sigterm_stops_a_slave_waiting_for_the_store_lock(tmp_path: Path) -> None:
+    """A second broker on the same journal waits as a slave for the master's lock; SIGTERM
+    ends that wait (it had waited on until the master died), and the master serves on."""
+    with running_broker(workdir=tmp_path) as master:
+        slave = subprocess.Popen(
+            [*DOVECOTE, "broker", "--stomp-port", "0", "--openwire-port", "0",
+             "--console-port", "0"],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        try:
+            assert slave.stderr is not None
+            deadline = time.monotonic() + 30
+            while "waiting as a slave" not in (line := slave.stderr.readline()):
+                assert line and time.monotonic() < deadline, "the slave never waited"
+            slave.send_signal(signal.SIGTERM)
+            assert slave.wait(timeout=20) == 0
+            assert "stopped" in slave.stderr.read()
+        finally:
+            if slave.poll() is None:
+                slave.kill()
+                slave.wait()
+        assert _stomp_connect(master.stomp_port).startswith(b"CONNECTED")

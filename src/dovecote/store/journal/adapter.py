@@ -164,17 +164,22 @@ class JournalPersistenceAdapter:
     async def _take_lock(self) -> None:
         fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         waiting = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if not waiting:
-                    log.info(
-                        "store %s is locked by another broker; waiting as a slave", self.directory
-                    )
-                    waiting = True
-                await asyncio.sleep(LOCK_POLL_S)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not waiting:
+                        log.info(
+                            "store %s is locked by another broker; waiting as a slave",
+                            self.directory,
+                        )
+                        waiting = True
+                    await asyncio.sleep(LOCK_POLL_S)
+        except BaseException:  # cancelled while waiting: a slave told to stop
+            os.close(fd)
+            raise
         if waiting:
             log.info("store %s lock acquired; this broker is now the master", self.directory)
         self._lock_fd = fd

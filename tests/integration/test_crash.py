@@ -194,6 +194,17 @@ def test_kill_9_loses_no_receipted_message_and_resurrects_no_acked_one(
         )
 
 
+def _kill_once_handled(broker: BrokerProcess, link: Link) -> None:
+    """SIGKILL once the broker has handled every frame sent on ``link`` (frames are handled
+    in order: a later frame's receipt says the ones before it are done, their store writes
+    included), though none of them asked for a receipt of its own."""
+    link.send(Frame("SUBSCRIBE", (("destination", "/queue/elsewhere"), ("id", "handled"),
+                                 ("receipt", "handled"))))  # fmt: skip
+    link.until_receipt()
+    broker.process.send_signal(signal.SIGKILL)
+    broker.process.wait()
+
+
 def test_acks_without_receipts_survive_kill_9(tmp_path: Path) -> None:
     """Acks nobody waits for are written without an fsync of their own; the page cache
     still has them when the broker process dies, so none of them comes back."""
@@ -209,15 +220,25 @@ def test_acks_without_receipts_survive_kill_9(tmp_path: Path) -> None:
         got = [link.read() for _ in range(40)]
         for message in got[:30]:
             link.send(Frame("ACK", (("id", message.get("ack") or ""),)))
-        # Frames are handled in order: once this receipt is here, the acks are done.
-        link.send(Frame("SUBSCRIBE", (("destination", "/queue/elsewhere"), ("id", "2"),
-                                     ("receipt", "done"))))  # fmt: skip
-        link.until_receipt()
-        broker.process.send_signal(signal.SIGKILL)
-        broker.process.wait()
+        _kill_once_handled(broker, link)
     with running_broker(workdir=tmp_path) as broker:
         bodies = [m.body for m in Link(broker.stomp_port).take_backlog("/queue/acks")]
         assert sorted(bodies) == sorted(f"m{i}".encode() for i in range(30, 40))
+
+
+def test_sends_without_receipts_survive_kill_9_once_written(tmp_path: Path) -> None:
+    """Persistent sends nobody waits for are written without an fsync of their own (as
+    KahaDB does): once the broker has handled them, the page cache has them, and killing
+    the broker loses none, nor reorders them."""
+    with running_broker(workdir=tmp_path) as broker:
+        link = Link(broker.stomp_port)
+        for i in range(40):
+            link.send(Frame("SEND", (("destination", "/queue/unconfirmed"),
+                                     ("persistent", "true")), f"m{i}".encode()))  # fmt: skip
+        _kill_once_handled(broker, link)
+    with running_broker(workdir=tmp_path) as broker:
+        bodies = [m.body for m in Link(broker.stomp_port).take_backlog("/queue/unconfirmed")]
+        assert bodies == [f"m{i}".encode() for i in range(40)]
 
 
 def test_large_binary_bodies_survive_kill_9_byte_for_byte(tmp_path: Path) -> None:

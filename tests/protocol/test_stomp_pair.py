@@ -4,7 +4,9 @@ style: frames in, frames out, through the real broker and memory store."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,7 @@ from dovecote.core.errors import DovecoteError, RemoteProtocolError, UnknownSubs
 from dovecote.core.ids import ConnectionId
 from dovecote.protocol.stomp import Frame, encode_frame
 from dovecote.protocol.stomp.converter import StompConverter
+from dovecote.store.journal import JournalPersistenceAdapter
 from dovecote.store.memory import MemoryPersistenceAdapter
 
 
@@ -194,6 +197,57 @@ async def test_only_acks_with_a_receipt_ask_for_a_synced_store_write(broker: Bro
     )
     assert [c.sync for c in plain.commands] == [False]  # type: ignore[attr-defined]
     assert [c.sync for c in receipted.commands] == [True]  # type: ignore[attr-defined]
+
+
+async def test_only_sends_with_a_receipt_ask_for_a_synced_store_write(broker: Broker) -> None:
+    client = await connected(broker, "c")
+    plain = client.converter.on_frame(
+        Frame("SEND", (("destination", "/queue/a"), ("persistent", "true")), b"x")
+    )
+    receipted = client.converter.on_frame(
+        Frame("SEND", (("destination", "/queue/a"), ("persistent", "true"), ("receipt", "r")))
+    )
+    assert [c.sync for c in plain.commands] == [False]  # type: ignore[attr-defined]
+    assert [c.sync for c in receipted.commands] == [True]  # type: ignore[attr-defined]
+
+
+async def test_a_persistent_send_is_fsynced_only_when_its_receipt_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KahaDB's rule, through the broker to a real journal: a send without a receipt is
+    written (a later receipt's sync covers it), one with a receipt is synced first."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".log"):
+            synced.append("x")
+        real_fsync(fd)
+
+    store = JournalPersistenceAdapter(tmp_path / "journal")
+    b = Broker(BrokerSettings(expire_messages_period_ms=0), store)
+    await b.start()
+    try:
+        monkeypatch.setattr(os, "fsync", counting_fsync)
+        client = await connected(b, "p")
+        for _ in range(3):
+            await client.frame("SEND", b"x", destination="/queue/a", persistent="true")
+        assert synced == []
+        await client.frame("SEND", b"y", destination="/queue/a", persistent="true", receipt="r")
+        assert synced != []
+        assert client.out[-1].command == "RECEIPT"
+    finally:
+        await b.stop()
+    # Written all the same: a broker started on the store has all four.
+    again = Broker(BrokerSettings(expire_messages_period_ms=0),
+                   JournalPersistenceAdapter(tmp_path / "journal"))  # fmt: skip
+    await again.start()
+    try:
+        client = await connected(again, "c")
+        await client.frame("SUBSCRIBE", destination="/queue/a", id="1")
+        assert [m.body for m in client.messages()] == [b"x", b"x", b"x", b"y"]
+    finally:
+        await again.stop()
 
 
 async def test_written_dispatches_what_waits_and_starts_nothing_when_nothing_does(

@@ -180,3 +180,22 @@ def test_damaged_frames_are_never_misread() -> None:
     for cut in range(1, len(body)):
         assert sends.read(body[:cut], 12) is None, cut
     assert sends.read(body + b"\x00", 12) is None
+
+
+def test_only_sends_that_want_a_response_ask_for_a_synced_store_write() -> None:
+    """As KahaDB: a persistent send is synced before its response; one nobody waits for is
+    written and left to the next sync, whichever path reads it."""
+    converter = OpenWireConverter(ConnectionId("ID:client-9"), "broker")
+    marshaller = Marshaller()
+    answered = general(converter, marshaller, marshaller.frame(message(
+        persistent=True, responseRequired=True))[4:])  # fmt: skip
+    unanswered = general(converter, marshaller, marshaller.frame(message(persistent=True))[4:])
+    straight = SendFrames(converter).read(marshaller.frame(message(persistent=True))[4:], 12)
+    assert (answered.sync, unanswered.sync) == (True, False)
+    assert straight is not None and straight.sync is False
+    # A producer with a window: answered by a ProducerAck, not a response.
+    info = Structure(t.PRODUCER_INFO, {"commandId": 2, "producerId": PRODUCER,
+                                       "destination": QUEUE, "windowSize": 65536})  # fmt: skip
+    converter.on_structure(info)
+    windowed = converter.on_structure(message(persistent=True))
+    assert windowed.producer_ack is not None and windowed.commands[0].sync is False

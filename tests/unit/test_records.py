@@ -77,17 +77,22 @@ CANDIDATES: list[Callable[[int, object], object]] = [
 ]
 
 
+def _defaults(cls: type) -> list[object]:
+    """A value for each field: the required ones from RECORDS, the others their defaults."""
+    return [
+        RECORDS[cls][f.name] if f.name in RECORDS[cls]
+        else f.default_factory() if f.default_factory is not dataclasses.MISSING
+        else f.default
+        for f in _fields(cls)
+    ]  # fmt: skip
+
+
 def _distinct_values(cls: type) -> list[object]:
     """A value for each field, each one new and of the field's type. Compiled, a class
     checks the types of its arguments (a wrong one is a TypeError), so each field gets the
     first candidate it takes; interpreted, it takes the first."""
     fields = _fields(cls)
-    values: list[object] = [
-        RECORDS[cls][f.name] if f.name in RECORDS[cls]
-        else f.default_factory() if f.default_factory is not dataclasses.MISSING
-        else f.default
-        for f in fields
-    ]  # fmt: skip
+    values = _defaults(cls)
     for i, f in enumerate(fields):
         for make in CANDIDATES:
             try:
@@ -117,16 +122,19 @@ def test_init_takes_every_field_in_order_with_its_default(cls: type) -> None:
         else:
             assert getattr(built, f.name) == f.default, f.name
     # Every field from its own argument, by position and by name: a field set from the
-    # wrong argument, or a parameter out of order, shows here.
-    values = _distinct_values(cls)
-    by_position = cls(*values)
-    by_name = cls(**{f.name: v for f, v in zip(fields, values, strict=True)})
-    # (Equal, not the same object: compiled, an int field is stored unboxed.)
-    assert len({repr(v) for v in values}) == len(values)  # no two fields alike
-    for f, value in zip(fields, values, strict=True):
-        for built in (by_position, by_name):
-            got = getattr(built, f.name)
-            assert type(got) is type(value) and got == value, f.name
+    # wrong argument, or a parameter out of order, shows here. One field at a time, the
+    # others left at their defaults: two fields of one type (two flags) cannot both take
+    # a value unlike the other's and every default.
+    values, defaults = _distinct_values(cls), _defaults(cls)
+    for i, changed in enumerate(fields):
+        arguments = [*defaults[:i], values[i], *defaults[i + 1 :]]
+        by_position = cls(*arguments)
+        by_name = cls(**{f.name: v for f, v in zip(fields, arguments, strict=True)})
+        for f, value in zip(fields, arguments, strict=True):
+            for built in (by_position, by_name):
+                # (Equal, not the same object: compiled, an int field is stored unboxed.)
+                got = getattr(built, f.name)
+                assert type(got) is type(value) and got == value, (changed.name, f.name)
 
 
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)

@@ -295,7 +295,7 @@ class Broker:
             return
         if command.flow_control and not self.regions.admits_now(message):
             await self.regions.admit(message)
-        await self.regions.route([message])
+        await self.regions.route([message], sync=command.sync)
 
     async def admit_send(self, connection_id: ConnectionId, command: SendMessage) -> None:
         """The first half of a pipelined send (a persistent send nobody waits for): check
@@ -329,8 +329,10 @@ class Broker:
     async def route_admitted(self, commands: Sequence[SendMessage]) -> None:
         """The second half: store and deliver admitted sends, in order, as one batch (a
         transport may hand over the sends it read together: each destination they reach is
-        then dispatched once for all of them)."""
-        await self.regions.route([command.message for command in commands])
+        then dispatched once for all of them). Their store write is synced if any of them
+        is waited for."""
+        sync = any([command.sync for command in commands])
+        await self.regions.route([command.message for command in commands], sync=sync)
 
     async def publish(self, message: Message) -> None:
         """Send on the broker's own behalf (the admin API), under producer flow control."""

@@ -324,8 +324,11 @@ class Regions:
             entry.charged = charged
         memory.charge(message.size * len(entries))
 
-    async def route(self, messages: Iterable[Message], extra_ops: Iterable[StoreOp] = ()) -> None:
-        """Store (persistent ones, in one batch) and then deliver messages to destinations."""
+    async def route(
+        self, messages: Iterable[Message], extra_ops: Iterable[StoreOp] = (), sync: bool = True
+    ) -> None:
+        """Store (persistent ones, in one batch; the write synced unless ``sync`` is False:
+        nobody waits for it) and then deliver messages to destinations."""
         ops: list[StoreOp] = list(extra_ops)
         to_queues: list[Message] = []
         to_topics: list[tuple[Message, list[TopicSubscription]]] = []
@@ -356,7 +359,7 @@ class Regions:
             sequencer.opened(first_seq)
         try:
             if ops:
-                await self.store.write(ops)
+                await self.store.write(ops, sync=sync)
         except BaseException:
             if stamped:
                 sequencer.closed(first_seq)

@@ -97,16 +97,23 @@ class SendMessage:
     flow_control: bool = True
     """False for a producer limited by its own window (OpenWire's producerWindowSize): the
     broker accepts the message and the adapter holds the ProducerAck back instead (S3, S4)."""
+    sync: bool = True
+    """The client waits for this send (a STOMP receipt, an OpenWire response): the store
+    write of a persistent message is synced before it hears back. Others are written but
+    not synced on their own (as KahaDB does): the next synced write covers them; a crash of
+    the machine before it may lose them, a crash of the broker cannot."""
 
     def __init__(
         self,
         message: Message,
         transaction_id: TransactionId | None = None,
         flow_control: bool = True,
+        sync: bool = True,
     ) -> None:
         self.message = message
         self.transaction_id = transaction_id
         self.flow_control = flow_control
+        self.sync = sync
 
 
 @dataclass(slots=True, unsafe_hash=True, init=False)

@@ -438,15 +438,15 @@ class OpenWireConverter:
         message = self.to_message(s)
         transaction = self._transaction(s["transactionId"])
         producer = s["producerId"]
-        unanswered = producer is not None and not s["responseRequired"]
-        if not (unanswered and self.windowed(self.producer_text(producer))):
-            return OpenWireRequest((SendMessage(message, transaction),))
+        answered = bool(s["responseRequired"])
+        if answered or producer is None or not self.windowed(self.producer_text(producer)):
+            return OpenWireRequest((SendMessage(message, transaction, sync=answered),))
         # The size the client charged to its window (ActiveMQMessage.getSize()).
         size = (MINIMUM_MESSAGE_SIZE + len(s["content"] or b"")
                 + len(s["marshalledProperties"] or b""))  # fmt: skip
         ack = Structure(t.PRODUCER_ACK, {"commandId": next(self._command_ids),
                                          "producerId": producer, "size": size})  # fmt: skip
-        send = SendMessage(message, transaction, flow_control=False)
+        send = SendMessage(message, transaction, flow_control=False, sync=False)
         return OpenWireRequest((send,), producer_ack=ack, held_for=message)
 
     # -- messages --------------------------------------------------------------------------

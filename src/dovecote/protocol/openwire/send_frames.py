@@ -112,7 +112,7 @@ class SendFrames(StraightReader[SendMessage]):
             original_destination=original,
             properties=decode_map(marshalled) if marshalled else {},  # type: ignore[arg-type]
         )
-        return SendMessage(message, None)
+        return SendMessage(message, None, sync=False)  # nobody waits: no responseRequired
 
     # -- ids and destinations, read once ------------------------------------------------------
 

@@ -252,7 +252,7 @@ class StompConverter:
             connection_id=self._connection_text,
             properties=properties,
         )
-        commands.append(SendMessage(message, transaction))
+        commands.append(SendMessage(message, transaction, sync="receipt" in headers))
         return StompRequest(tuple(commands))
 
     def _subscribe(self, frame: Frame) -> StompRequest:

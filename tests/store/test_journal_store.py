@@ -343,6 +343,25 @@ async def test_unsynced_writes_are_synced_by_the_next_synced_one(
     await store.stop()
 
 
+async def test_a_file_removed_before_any_sync_is_not_synced_afterwards(tmp_path: Path) -> None:
+    """Sends and acks nobody waits for fill files no sync has covered yet; once all their
+    messages are consumed the checkpoint removes them, and the next synced write syncs
+    what is left (it had tried to open a removed file, and the write failed)."""
+    store = await open_store(tmp_path, max_file_length=4096, index_delay_s=0)
+    sent = [replace(msg(i), body=b"x" * 1000) for i in range(12)]
+    for message in sent:
+        await store.write([AddMessage(message)], sync=False)
+    await store.write([RemoveMessage(Q, m.message_id) for m in sent], sync=False)
+    await store.write([AddMessage(msg(99))], sync=False)  # a write runs the checkpoint
+    assert not (tmp_path / "db-1.log").exists()
+    await store.write([AddMessage(msg(100))])
+    assert ids(store) == [msg(99).message_id, msg(100).message_id]
+    await store.stop()
+    store = await open_store(tmp_path, max_file_length=4096)
+    assert ids(store) == [msg(99).message_id, msg(100).message_id]
+    await store.stop()
+
+
 async def test_fast_fsyncs_run_in_the_loop_slow_ones_in_a_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

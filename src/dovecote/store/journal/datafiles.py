@@ -254,6 +254,9 @@ class DataFiles:
             os.close(fd)
         self.path(file_id).unlink(missing_ok=True)
         self.file_ids.remove(file_id)
+        # Written since the last sync, perhaps (sends and acks nobody waited for): nothing
+        # in it is needed, so nothing of it need reach the disk.
+        self._dirty.discard(file_id)
         log.info("journal db-%d.log removed: nothing in it is needed any more", file_id)
 
     def close(self) -> None:

@@ -343,6 +343,25 @@ async def test_unsynced_writes_are_synced_by_the_next_synced_one(
     await store.stop()
 
 
+async def test_a_clean_stop_syncs_what_was_written_unsynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await open_store(tmp_path)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".log"):
+            synced.append("log")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    await store.write([AddMessage(msg(1))], sync=False)
+    assert synced == []
+    await store.stop()
+    assert synced == ["log"]
+
+
 async def test_a_file_removed_before_any_sync_is_not_synced_afterwards(tmp_path: Path) -> None:
     """Sends and acks nobody waits for fill files no sync has covered yet; once all their
     messages are consumed the checkpoint removes them, and the next synced write syncs

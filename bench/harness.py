@@ -48,6 +48,9 @@ from activemq import accepts, running_activemq  # noqa: E402
 from brokers import running_broker  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+TOOLS_LOG4J = ROOT / "bench" / "log4j.properties"
+"""ActiveMQ's command-line tools print nothing without a log4j appender; warnings only."""
+
 DOVECOTE_CONFIG = """
 [broker]
 name = "bench"
@@ -332,14 +335,9 @@ def openwire_tools(b: Broker, s: Sizes) -> Measure:
     brokers alike."""
     name = f"queue://{_queue_name('ow')}"
     url = f"tcp://127.0.0.1:{b.openwire_port}"
-    log4j = Path(tempfile.mkdtemp()) / "log4j.properties"
-    log4j.write_text(
-        "log4j.rootLogger=WARN, o\nlog4j.appender.o=org.apache.log4j.ConsoleAppender\n"
-        "log4j.appender.o.layout=org.apache.log4j.PatternLayout\n"
-    )
     base = [
         "java",
-        f"-Dlog4j.configuration=file:{log4j}",
+        f"-Dlog4j.configuration=file:{TOOLS_LOG4J}",
         f"-Dactivemq.home={AMQ_HOME}",
         "-jar",
         str(AMQ_HOME / "bin" / "activemq.jar"),

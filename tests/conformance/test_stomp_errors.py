@@ -3,6 +3,7 @@ closes, and every other client goes on (SPEC P1); heart-beats both ways."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import socket
@@ -123,6 +124,28 @@ def test_bad_frames_get_an_error_naming_the_problem(
     # Everyone else is unaffected.
     bystander.send(f"/queue/{name}", "still here")
     assert bystander.receive().body == "still here"
+
+
+def test_an_error_reaches_a_client_that_is_still_sending(raw: Callable[[], RawStomp]) -> None:
+    """A failed connection is closed once the client can have its ERROR: closed with input
+    still unread, the kernel would reset the connection, and a client still sending could
+    lose the frame that says why (its read fails with a reset instead)."""
+    client = raw()
+    client.connect()
+    flood = (b"SEND\ndestination:/queue/flood\n\n" + b"x" * 1024 + b"\x00") * 4096
+
+    def send_all() -> None:
+        with contextlib.suppress(OSError):
+            client.send(b"BOGUS\n\n\x00" + flood)  # 4 MiB behind the bad frame
+
+    sender = threading.Thread(target=send_all)
+    sender.start()
+    try:
+        command, headers, _ = client.read_frame()
+        assert command == "ERROR" and "BOGUS" in headers["message"]
+        assert client.closed_by_peer()
+    finally:
+        sender.join(timeout=20)
 
 
 def test_frame_before_connect_is_an_error(raw: Callable[[], RawStomp]) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -61,3 +62,20 @@ def connect(broker: BrokerProcess) -> Iterator[Callable[..., Client]]:
         client.close()
     # Shown by pytest only when the test failed: what the broker logged meanwhile.
     print("".join(broker.log_lines[mark:]))
+
+
+@pytest.fixture
+def log_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The journal's data files (db-N.log) fsynced from now on, by path, in order: os.fsync
+    is wrapped for the test (the real one still runs; a directory's fsync is not listed)."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.endswith(".log"):
+            synced.append(path)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    return synced

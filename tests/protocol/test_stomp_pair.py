@@ -4,7 +4,6 @@ style: frames in, frames out, through the real broker and memory store."""
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -212,23 +211,15 @@ async def test_only_sends_with_a_receipt_ask_for_a_synced_store_write(broker: Br
 
 
 async def test_a_persistent_send_is_fsynced_only_when_its_receipt_is_waited_for(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, log_fsyncs: list[str]
 ) -> None:
     """KahaDB's rule, through the broker to a real journal: a send without a receipt is
     written (a later receipt's sync covers it), one with a receipt is synced first."""
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def counting_fsync(fd: int) -> None:
-        if os.readlink(f"/proc/self/fd/{fd}").endswith(".log"):
-            synced.append("x")
-        real_fsync(fd)
-
+    synced = log_fsyncs
     store = JournalPersistenceAdapter(tmp_path / "journal")
     b = Broker(BrokerSettings(expire_messages_period_ms=0), store)
     await b.start()
     try:
-        monkeypatch.setattr(os, "fsync", counting_fsync)
         client = await connected(b, "p")
         for _ in range(3):
             await client.frame("SEND", b"x", destination="/queue/a", persistent="true")

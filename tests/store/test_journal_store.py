@@ -314,19 +314,10 @@ async def test_disk_syncs_off_never_fsyncs(tmp_path: Path, monkeypatch: pytest.M
 
 
 async def test_unsynced_writes_are_synced_by_the_next_synced_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, log_fsyncs: list[str]
 ) -> None:
     store = await open_store(tmp_path, max_file_length=8192)
-    calls: list[str] = []  # the data files fsynced (a new file also syncs its directory)
-    real_fsync = os.fsync
-
-    def counting_fsync(fd: int) -> None:
-        name = os.readlink(f"/proc/self/fd/{fd}")
-        if name.endswith(".log"):
-            calls.append(name)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", counting_fsync)
+    calls = log_fsyncs  # the data files fsynced (a new file also syncs its directory)
     await store.write([AddMessage(msg(0))])
     synced = len(calls)
     assert synced >= 1
@@ -344,22 +335,13 @@ async def test_unsynced_writes_are_synced_by_the_next_synced_one(
 
 
 async def test_a_clean_stop_syncs_what_was_written_unsynced(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, log_fsyncs: list[str]
 ) -> None:
     store = await open_store(tmp_path)
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def counting_fsync(fd: int) -> None:
-        if os.readlink(f"/proc/self/fd/{fd}").endswith(".log"):
-            synced.append("log")
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", counting_fsync)
     await store.write([AddMessage(msg(1))], sync=False)
-    assert synced == []
+    assert log_fsyncs == []
     await store.stop()
-    assert synced == ["log"]
+    assert [Path(path).name for path in log_fsyncs] == ["db-1.log"]
 
 
 async def test_a_file_removed_before_any_sync_is_not_synced_afterwards(tmp_path: Path) -> None:

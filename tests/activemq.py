@@ -49,9 +49,12 @@ def accepts(port: int) -> bool:
 
 
 @contextmanager
-def running_activemq(base: Path | None = None, openwire_port: int = 0) -> Iterator[ActiveMQ]:
+def running_activemq(
+    base: Path | None = None, openwire_port: int = 0, scheduler_support: bool = False
+) -> Iterator[ActiveMQ]:
     """Start ActiveMQ; with ``base`` (kept afterwards) and a fixed port a test can kill it
-    and start it again on the same store."""
+    and start it again on the same store. ``scheduler_support`` turns on its scheduler
+    (the ``schedulerSupport`` attribute of ``<broker>``, off in the packaged file)."""
     keep = base is not None
     base = base or Path(tempfile.mkdtemp(prefix="dovecote-amq-"))
     try:
@@ -77,6 +80,8 @@ def running_activemq(base: Path | None = None, openwire_port: int = 0) -> Iterat
             "</policyEntries></policyMap></destinationPolicy>\n<persistenceAdapter>",
             1,
         )
+        if scheduler_support:
+            xml = xml.replace("<broker ", '<broker schedulerSupport="true" ', 1)
         conf.write_text(xml)
         proc = subprocess.Popen(
             ["java", *JVM_HEAP, f"-Dactivemq.home={HOME}", f"-Dactivemq.base={base}",

@@ -1,0 +1,119 @@
+"""MessageProducer: sends, synchronous or not by the seeds' rule (S1), within the producer
+window (S3)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from dovecote.client.message import Message, _content, _message_type
+from dovecote.client.transport import JMSError
+from dovecote.core.destinations import Destination
+from dovecote.protocol.openwire import Structure
+from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.converter import (
+    destination_structure,
+    message_id_structure,
+)
+from dovecote.protocol.openwire.primitives import (
+    encode_map,
+)
+
+if TYPE_CHECKING:
+    from dovecote.client.session import Session
+
+WINDOW_WAIT_S = 60.0
+
+
+class MessageProducer:
+    def __init__(self, session: Session, producer_id: int, destination: Destination | None) -> None:
+        self.session = session
+        self.destination = destination
+        self.delivery_persistent = True
+        self.priority = 4
+        self.time_to_live = 0
+        self._seq = itertools.count(1)
+        self.window = session.connection.options.producerWindowSize
+        self._outstanding = 0
+        self._window_free = threading.Condition()
+        session.connection._producers[producer_id] = self
+        self._pid = Structure(t.PRODUCER_ID, {
+            "connectionId": session.connection.connection_id, "value": producer_id,
+            "sessionId": session.session_id,
+        })  # fmt: skip
+        self.destination_structure = destination_structure(destination)
+        session.connection.request(self._info())
+
+    def _info(self) -> Structure:
+        return Structure(t.PRODUCER_INFO, {
+            "producerId": self._pid, "destination": self.destination_structure,
+            "windowSize": self.window,
+        })  # fmt: skip
+
+    def send(self, message: Message | str | bytes, destination: Destination | None = None,
+             persistent: bool | None = None, priority: int | None = None,
+             time_to_live: int | None = None) -> None:  # fmt: skip
+        if not isinstance(message, Message):
+            message = Message(body=message)
+        target = destination or self.destination
+        if target is None:
+            raise JMSError("javax.jms.InvalidDestinationException", "no destination to send to")
+        self.session.connection.check_usable(target, "send to")
+        persistent = self.delivery_persistent if persistent is None else persistent
+        ttl = self.time_to_live if time_to_live is None else time_to_live
+        now = int(time.time() * 1000)
+        seq = next(self._seq)
+        pid = self._pid
+        message_id = f"{pid['connectionId']}:{pid['sessionId']}:{pid['value']}:{seq}"
+        body = message.body
+        code = _message_type(message)
+        fields: dict[str, Any] = {
+            "producerId": pid, "destination": destination_structure(target),
+            "transactionId": self.session._transaction_id(),
+            "messageId": message_id_structure(message_id),
+            "correlationId": message.correlation_id, "persistent": persistent,
+            "expiration": now + ttl if ttl > 0 else 0,
+            "priority": self.priority if priority is None else priority,
+            "replyTo": destination_structure(message.reply_to), "timestamp": now,
+            "type": message.type,
+            "content": _content(body),
+            "marshalledProperties": encode_map(message.properties) if message.properties else None,
+        }  # fmt: skip
+        structure = Structure(code, fields)
+        message.message_id = message_id
+        connection = self.session.connection
+        if self._sync(persistent):
+            send_timeout = connection.options.sendTimeout
+            try:
+                connection.request(structure, send_timeout / 1000 if send_timeout > 0 else None)
+            except TimeoutError:
+                raise JMSError(
+                    "org.apache.activemq.RequestTimedOutIOException",
+                    f"no answer to the send within sendTimeout={send_timeout} ms",
+                ) from None
+            return
+        if self.window > 0:
+            # The producer window (SPEC S3): async sends wait while the broker has not
+            # acknowledged (ProducerAck) window-size bytes of earlier ones.
+            size = 1024 + len(fields["content"] or b"") + len(fields["marshalledProperties"] or b"")
+            with self._window_free:
+                while self._outstanding and self._outstanding + size > self.window:
+                    if not self._window_free.wait(WINDOW_WAIT_S):
+                        raise JMSError("javax.jms.JMSException", "producer window never freed")
+                self._outstanding += size
+        connection.oneway(structure)
+
+    def _acked(self, size: int) -> None:
+        with self._window_free:
+            self._outstanding = max(0, self._outstanding - size)
+            self._window_free.notify_all()
+
+    def _sync(self, persistent: bool) -> bool:
+        """The seeds' rule (SPEC S1): async only with no send timeout, alwaysSyncSend off,
+        and (non-persistent, or useAsyncSend, or a transacted session)."""
+        o = self.session.connection.options
+        if o.sendTimeout > 0 or o.alwaysSyncSend:
+            return True
+        return not (not persistent or o.useAsyncSend or self.session.transacted)

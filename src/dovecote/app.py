@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 
 from dovecote.broker.broker import Broker
+from dovecote.broker.plugins import BrokerPlugin
 from dovecote.config import Config
 from dovecote.store.api import PersistenceAdapter
 from dovecote.store.journal import JournalPersistenceAdapter
 from dovecote.store.memory import MemoryPersistenceAdapter
+from dovecote.store.schedules import JobLog, JobStore, MemoryJobStore
 from dovecote.transport.auto import AutoListenerSettings, AutoServer
 from dovecote.transport.openwire import OpenWireListenerSettings, OpenWireServer
 from dovecote.transport.stomp import StompListenerSettings, StompServer
@@ -49,6 +51,23 @@ def make_store(config: Config) -> PersistenceAdapter:
     )
 
 
+def make_plugins(config: Config) -> list[BrokerPlugin]:
+    plugins: list[BrokerPlugin] = []
+    if config.broker.scheduler_support:
+        from dovecote.broker.scheduler import Scheduler
+
+        plugins.append(Scheduler(make_job_store(config)))
+    return plugins
+
+
+def make_job_store(config: Config) -> JobStore:
+    """Where schedules are kept: beside the message store (under data_dir), as ActiveMQ
+    keeps its job scheduler store; in memory when messages are."""
+    if not config.broker.persistent or config.store.kind == "memory":
+        return MemoryJobStore()
+    return JobLog(config.broker.data_dir / "scheduler", sync=config.store.enable_journal_disk_syncs)
+
+
 def stomp_settings(config: Config) -> StompListenerSettings:
     s = config.stomp
     return StompListenerSettings(
@@ -78,7 +97,9 @@ def openwire_settings(config: Config) -> OpenWireListenerSettings:
 class BrokerApp:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.broker = Broker(config.broker_settings(), make_store(config))
+        self.broker = Broker(
+            config.broker_settings(), make_store(config), plugins=make_plugins(config)
+        )
         self.stomp: StompServer | None = None
         if config.stomp.enabled:
             self.stomp = StompServer(self.broker, stomp_settings(config))

@@ -69,6 +69,9 @@ class BrokerSection(_Section, frozen=True):
     """Where stores keep their files (relative paths are relative to the working dir)."""
     persistent: bool = True
     """False: the memory store, whatever ``store.kind`` says (ActiveMQ's persistent=false)."""
+    scheduler_support: bool = False
+    """Delayed and scheduled delivery (AMQ_SCHEDULED_* properties; ActiveMQ's
+    schedulerSupport). Off: such messages are delivered at once, properties and all."""
 
 
 class StoreSection(_Section, frozen=True):

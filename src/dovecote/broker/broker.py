@@ -28,6 +28,7 @@ from dovecote.broker.connection import (
     Origin,
 )
 from dovecote.broker.consumer import Consumer, DispatchSink, Entry, release_all
+from dovecote.broker.plugins import BrokerPlugin, PluginChain
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.queue import Queue
 from dovecote.broker.regions import Regions, log_failure, now_ms
@@ -80,9 +81,11 @@ class Broker:
         settings: BrokerSettings,
         store: PersistenceAdapter,
         clock: Callable[[], int] = now_ms,
+        plugins: Sequence[BrokerPlugin] = (),
     ) -> None:
         self.settings = settings
         self.store = store
+        self.plugins = PluginChain(plugins)
         self.regions = Regions(settings, store, clock)
         self.ids = IdGenerator()
         self._connections: dict[ConnectionId, ConnectionState] = {}
@@ -114,8 +117,10 @@ class Broker:
         )
         if self.settings.expire_messages_period_ms > 0:
             self._sweeper = asyncio.create_task(self._sweep_expired_forever())
+        await self.plugins.start(self)
 
     async def stop(self) -> None:
+        await self.plugins.stop()
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -281,6 +286,8 @@ class Broker:
         message = command.message
         for destination in message.destination.components():
             self._check_usable(destination)
+        if self.plugins.intercepts_sends and await self.plugins.on_send(state, command):
+            return  # a plugin took it over (the scheduler holds it back)
         if message.reply_to is not None:
             # Requests to the broker itself: nothing is routed for them.
             name = message.destination.name
@@ -331,6 +338,8 @@ class Broker:
         transport may hand over the sends it read together: each destination they reach is
         then dispatched once for all of them). Their store write is synced if any of them
         is waited for."""
+        if self.plugins.intercepts_sends:
+            commands = await self.plugins.untaken(commands)
         sync = any([command.sync for command in commands])
         await self.regions.route([command.message for command in commands], sync=sync)
 
@@ -598,5 +607,7 @@ class Broker:
             raise UnknownTransactionError(f"transaction {tid.value} is not open")
         if info.type is TransactionType.COMMIT:
             await self.regions.commit(tx)
+            if self.plugins.plugins:
+                await self.plugins.after_commit(state, tx)
         else:
             await self.regions.rollback(tx, info.redeliver_acked, self._consumers)

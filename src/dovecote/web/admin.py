@@ -10,6 +10,9 @@ broker's state directly and consistently; nothing here blocks.
     POST   /api/queues/{name}/purge              remove every waiting message
     DELETE /api/{queues|topics}/{name}           remove the destination
     GET    /api/connections                      open connections
+    GET    /api/scheduler/jobs[?start=&end=]     scheduled messages (SPEC D5), by next time
+    DELETE /api/scheduler/jobs/{id}              cancel one scheduled message
+    DELETE /api/scheduler/jobs[?start=&end=]     cancel all (next time within the range)
     GET    /metrics                              Prometheus text format
 """
 
@@ -32,6 +35,7 @@ from starlette.routing import Route
 
 from dovecote.broker import stats
 from dovecote.broker.broker import Broker
+from dovecote.broker.scheduler import Scheduler
 from dovecote.core.destinations import Destination, queue, topic
 from dovecote.core.errors import DovecoteError, ResourceLimitError
 from dovecote.core.message import BodyType, Message
@@ -158,6 +162,32 @@ def admin_app(broker: Broker) -> Starlette:
             for state in broker.connections()
         ])  # fmt: skip
 
+    def scheduler() -> Scheduler:
+        found = broker.plugins.find(Scheduler)
+        if found is None:
+            raise LookupError("scheduler support is off ([broker] scheduler_support)")
+        return found
+
+    def time_range(request: Request) -> tuple[int | None, int | None]:
+        params = request.query_params
+        start, end = params.get("start"), params.get("end")
+        if (start is None) != (end is None):
+            raise ValueError("give both start and end (ms since the epoch), or neither")
+        return (None, None) if start is None or end is None else (int(start), int(end))
+
+    async def scheduled_jobs(request: Request) -> Response:
+        views = scheduler().views(*time_range(request))
+        return JSONResponse([view.as_json() for view in views])
+
+    async def cancel_job(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        if not await scheduler().remove(job_id):
+            return _error(404, f"no scheduled job {job_id}")
+        return JSONResponse({"removed": job_id})
+
+    async def cancel_jobs(request: Request) -> Response:
+        return JSONResponse({"removed": await scheduler().remove_all(*time_range(request))})
+
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(registry), media_type="text/plain; version=0.0.4")
 
@@ -169,6 +199,10 @@ def admin_app(broker: Broker) -> Starlette:
 
     return Starlette(
         routes=[
+            # Before /api/{kind}/{name}, which would take /api/scheduler/jobs.
+            Route("/api/scheduler/jobs", scheduled_jobs),
+            Route("/api/scheduler/jobs", cancel_jobs, methods=["DELETE"]),
+            Route("/api/scheduler/jobs/{job_id}", cancel_job, methods=["DELETE"]),
             Route("/api/broker", broker_view),
             Route("/api/destinations", destinations),
             Route("/api/{kind}/{name}", destination_view),

@@ -158,13 +158,13 @@ def test_options_apply_to_the_object_they_name() -> None:
     url = parse_broker_url(
         "failover:(tcp://a:61616,tcp://b:61617)?randomize=false&jms.useAsyncSend=true"
         "&jms.prefetchPolicy.all=5&jms.redeliveryPolicy.maximumRedeliveries=2"
-        "&wireFormat.maxInactivityDuration=5000"
+        "&nested.wireFormat.maxInactivityDuration=5000"  # failover takes no wireFormat.*
     )
     assert url.endpoints == [("tcp", "a", 61616), ("tcp", "b", 61617)]
     assert url.failover is not None and url.failover.randomize is False
     assert url.connection.useAsyncSend and url.connection.prefetchPolicy.topicPrefetch == 5
     assert url.connection.redeliveryPolicy.maximumRedeliveries == 2
-    assert url.wire_format.maxInactivityDuration == 5000
+    assert [m.wire_format.maxInactivityDuration for m in url.members] == [5000, 5000]
 
 
 def test_map_messages(broker_url: str, name: str) -> None:

@@ -90,7 +90,8 @@ class Connection:
 
     def _open_transport(self, endpoint: tuple[str, str, int]) -> ClientTransport:
         _scheme, host, port = endpoint
-        transport = ClientTransport(host, port, self.url.wire_format, self.url.transport,
+        member = self.url.member(endpoint)  # this URI's own options (and failover's nested.*)
+        transport = ClientTransport(host, port, member.wire_format, member.transport,
                                     self._on_command, self._on_failure)  # fmt: skip
         transport.connect()
         transport.request(Structure(t.CONNECTION_INFO, {
@@ -160,7 +161,8 @@ class Connection:
                 return
             time.sleep(delay)
             if failover.useExponentialBackOff:
-                delay = min(delay * failover.backOffMultiplier, failover.maxReconnectDelay / 1000)
+                delay = min(delay * failover.reconnectDelayExponent,
+                            failover.maxReconnectDelay / 1000)  # fmt: skip
 
     def _replay_state(self) -> None:
         transport = self.transport

@@ -9,6 +9,7 @@ import contextlib
 import itertools
 import logging
 import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -26,9 +27,11 @@ from dovecote.protocol.openwire import (
     negotiate,
 )
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.primitives import JavaInt, encode_map
+from dovecote.protocol.openwire.primitives import JavaInt, decode_map, encode_map
 
 log = logging.getLogger("dovecote.client")
+trace = logging.getLogger("dovecote.client.trace")
+"""Every command sent and received, at DEBUG, on a connection with the trace option."""
 
 
 class JMSError(Exception):
@@ -44,14 +47,49 @@ class TransportClosedError(ConnectionError):
     pass
 
 
+def configure_socket(sock: socket.socket, options: TransportOptions) -> None:
+    """TcpTransport.initialiseSocket's settings: socket.* first, then its own properties."""
+    names = {"keepAlive": socket.SO_KEEPALIVE, "reuseAddress": socket.SO_REUSEADDR,
+             "receiveBufferSize": socket.SO_RCVBUF, "sendBufferSize": socket.SO_SNDBUF,
+             "oOBInline": socket.SO_OOBINLINE}  # fmt: skip
+    for name, value in options.socket.items():
+        if name in names:
+            sock.setsockopt(socket.SOL_SOCKET, names[name], int(value))
+        elif name == "tcpNoDelay":
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, int(value))
+        elif name == "trafficClass":
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, int(value))
+    if options.socketBufferSize > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, options.socketBufferSize)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, options.socketBufferSize)
+    so_timeout = options.socket.get("soTimeout", options.soTimeout)
+    if so_timeout > 0:
+        # SO_RCVTIMEO, not settimeout(): Java's soTimeout bounds reads only, never a send.
+        seconds, ms = divmod(so_timeout, 1000)
+        sock.setsockopt(
+            socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", seconds, ms * 1000)
+        )
+    if options.keepAlive is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, int(options.keepAlive))
+    if options.soLinger > -1:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, options.soLinger))
+    elif options.soLinger == -1:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 0, 0))
+    if options.tcpNoDelay is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, int(options.tcpNoDelay))
+
+
 def client_wire_format(options: WireFormatOptions) -> Structure:
     properties: dict[str, object] = {
+        # Tight encoding and the marshalling cache are not implemented here: offered off,
+        # which negotiation (both sides must want one) always allows.
         "TightEncodingEnabled": False, "CacheEnabled": False, "SizePrefixDisabled": False,
-        "StackTraceEnabled": False, "TcpNoDelayEnabled": True,
+        "StackTraceEnabled": options.stackTraceEnabled,
+        "TcpNoDelayEnabled": options.tcpNoDelayEnabled,
         "MaxInactivityDuration": options.maxInactivityDuration,
         "MaxInactivityDurationInitalDelay": options.maxInactivityDurationInitalDelay,
         "CacheSize": JavaInt(0), "MaxFrameSize": options.maxFrameSize,
-        "ProviderName": "dovecote", "PlatformDetails": "Python",
+        "ProviderName": options.providerName, "PlatformDetails": options.platformDetails,
     }  # fmt: skip
     fields = {"magic": b"ActiveMQ", "version": 12, "marshalledProperties": encode_map(properties)}
     return Structure(t.WIRE_FORMAT_INFO, fields)
@@ -68,6 +106,7 @@ class ClientTransport:
         on_failure: Callable[[Exception], None],
     ) -> None:
         self.host, self.port = host, port
+        self.host_port = f"{host}:{port}"
         self.wire = wire
         self.transport = transport
         self.on_command = on_command
@@ -88,19 +127,24 @@ class ClientTransport:
         """Commands sent, by OpenWire type (tests count acks on the wire)."""
 
     def connect(self) -> None:
-        timeout = self.transport.connectionTimeout / 1000 or None
+        options = self.transport
+        # connectionTimeout 0: no limit, as java.net.Socket.connect(address, 0).
+        timeout = options.connectionTimeout / 1000 if options.connectionTimeout > 0 else None
         sock = socket.create_connection((self.host, self.port), timeout=timeout)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, int(self.transport.tcpNoDelay))
         sock.settimeout(None)
         self._sock = sock
+        configure_socket(sock, options)
         self._ours = client_wire_format(self.wire)
         self._send(self._ours)
         threading.Thread(
             target=self._read_forever, name="dovecote-client-reader", daemon=True
         ).start()
-        if not self._negotiated.wait(timeout or 30):
+        if not self._negotiated.wait(options.negotiateTimeout / 1000 or None):
             self.close()
-            raise TransportClosedError("wire format negotiation timed out")
+            raise TransportClosedError(
+                f"wire format negotiation timed out: no WireFormatInfo from the broker within "
+                f"negotiateTimeout={options.negotiateTimeout} ms"
+            )
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -108,6 +152,8 @@ class ClientTransport:
         if self._sock is None or self._closed.is_set():
             raise TransportClosedError("the connection is closed")
         self.sent[structure.type] += 1
+        if self.transport.trace:
+            trace.debug("SEND %s: %s", self.host_port, structure)
         data = self.marshaller.frame(structure)
         try:
             with self._write_lock:
@@ -147,18 +193,29 @@ class ClientTransport:
 
     def _read_forever(self) -> None:
         assert self._sock is not None
+        size = max(self.transport.ioBufferSize, 8192)
         try:
             while not self._closed.is_set():
-                data = self._sock.recv(65536)
+                try:
+                    data = self._sock.recv(size)
+                except (BlockingIOError, TimeoutError):
+                    continue  # soTimeout passed: as in Java, a read timeout is no error
                 if not data:
                     raise TransportClosedError("the broker closed the connection")
                 self._last_read = time.monotonic()
                 self.frames.receive_data(data)
                 while (frame := self.frames.next_frame()) is not NEED_DATA:
                     assert isinstance(frame, bytes)
-                    self._handle(self.marshaller.parse_body(frame))
-        except (OSError, RemoteProtocolError) as exc:
+                    command = self.marshaller.parse_body(frame)
+                    if self.transport.trace:
+                        trace.debug("RECV %s: %s", self.host_port, command)
+                    self._handle(command)
+        except Exception as exc:
+            # Whatever stops the reader fails the transport: a reader that died quietly
+            # would leave every request waiting for the inactivity check (30 s).
             if not self._closed.is_set():
+                if not isinstance(exc, OSError | RemoteProtocolError):
+                    log.warning("client reader stopped by %r; failing the connection", exc)
                 self._fail(exc)
 
     def _handle(self, s: Structure) -> None:
@@ -167,7 +224,12 @@ class ClientTransport:
                 negotiated = negotiate(self._ours, s)
                 self.marshaller.stack_traces = negotiated.stack_traces
                 self.marshaller.version = negotiated.version
-                if negotiated.max_inactivity_ms > 0:
+                if self._sock is not None:
+                    # As WireFormatNegotiator: Nagle as both sides' TcpNoDelayEnabled say.
+                    theirs = decode_map(s["marshalledProperties"] or b"\xff\xff\xff\xff")
+                    both = self.wire.tcpNoDelayEnabled and theirs.get("TcpNoDelayEnabled") is True
+                    self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, int(both))
+                if negotiated.max_inactivity_ms > 0 and self.transport.useInactivityMonitor:
                     threading.Thread(target=self._keep_alive, args=(negotiated.max_inactivity_ms,),
                                      daemon=True).start()  # fmt: skip
                 self._negotiated.set()

@@ -37,6 +37,7 @@ def destination(text: str) -> Destination:
 @contextmanager
 def connected(url: str) -> Iterator[Connection]:
     connection = ConnectionFactory(url).create_connection()
+    connection.start()  # a JMS connection delivers nothing before start()
     try:
         yield connection
     finally:

@@ -101,6 +101,7 @@ def test_dstat_counts_what_moved(target: Target) -> None:
         assert row["Dequeue #"] == 10, (option, row)
         assert row["Consumer #"] == 0, (option, row)
     with ConnectionFactory(target.url).create_connection() as connection:
+        connection.start()
         session = connection.create_session()
         consumer = session.create_consumer(queue(name))
         assert consumer.receive(10) is not None

@@ -26,6 +26,7 @@ def test_pipeline_example(tmp_path: Path) -> None:
     with running_broker(workdir=tmp_path) as broker:
         url = f"tcp://127.0.0.1:{broker.openwire_port}"
         with ConnectionFactory(url).create_connection() as connection:
+            connection.start()
             alerts = connection.create_session().create_consumer(topic("alerts"))
             result = subprocess.run(
                 [sys.executable, str(EXAMPLE), "--broker", url, "--orders", "300", "--once",

@@ -44,6 +44,7 @@ def name() -> str:
 
 def test_text_and_bytes_with_properties(broker_url: str, name: str) -> None:
     with ConnectionFactory(broker_url).create_connection() as conn:
+        conn.start()
         session = conn.create_session()
         q = session.queue(name)
         producer = session.create_producer(q)
@@ -63,6 +64,7 @@ def test_persistent_sends_wait_for_the_broker_and_async_ones_do_not(
     broker_url: str, name: str
 ) -> None:
     with ConnectionFactory(broker_url).create_connection() as conn:
+        conn.start()
         session = conn.create_session()
         producer = session.create_producer(session.queue(name))
         before = conn.transport.round_trips
@@ -75,6 +77,7 @@ def test_persistent_sends_wait_for_the_broker_and_async_ones_do_not(
         assert conn.transport.round_trips == before  # non-persistent: no round trip (S1)
     url = broker_url + "?jms.useAsyncSend=true"
     with ConnectionFactory(url).create_connection() as conn:
+        conn.start()
         session = conn.create_session()
         producer = session.create_producer(session.queue(name))
         before = conn.transport.round_trips
@@ -84,6 +87,7 @@ def test_persistent_sends_wait_for_the_broker_and_async_ones_do_not(
 
 def test_client_acknowledge_acks_everything_delivered(broker_url: str, name: str) -> None:
     with ConnectionFactory(broker_url).create_connection() as conn:
+        conn.start()
         session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
         q = session.queue(name)
         producer = session.create_producer(q)
@@ -104,6 +108,7 @@ def test_client_acknowledge_acks_everything_delivered(broker_url: str, name: str
 
 def test_transaction_rollback_redelivers_and_commit_consumes(broker_url: str, name: str) -> None:
     with ConnectionFactory(broker_url).create_connection() as conn:
+        conn.start()
         session = conn.create_session(transacted=True)
         q = session.queue(name)
         producer = session.create_producer(q)
@@ -123,6 +128,7 @@ def test_prefetch_zero_pulls(broker_url: str, name: str) -> None:
     with ConnectionFactory(
         broker_url + "?jms.prefetchPolicy.queuePrefetch=0"
     ).create_connection() as conn:
+        conn.start()
         session = conn.create_session()
         q = session.queue(name)
         consumer = session.create_consumer(q)
@@ -134,6 +140,7 @@ def test_prefetch_zero_pulls(broker_url: str, name: str) -> None:
 
 def test_broker_errors_surface_with_their_jms_class(broker_url: str, name: str) -> None:
     with ConnectionFactory(broker_url).create_connection() as conn:
+        conn.start()
         session = conn.create_session()
         with pytest.raises(Exception, match="InvalidSelectorException"):
             session.create_consumer(session.queue(name), selector="a = = 1")
@@ -169,6 +176,7 @@ def test_options_apply_to_the_object_they_name() -> None:
 
 def test_map_messages(broker_url: str, name: str) -> None:
     with ConnectionFactory(broker_url).create_connection() as conn:
+        conn.start()
         session = conn.create_session()
         q = session.queue(name)
         session.create_producer(q).send(Message({"sku": "A1", "qty": 3, "ok": True}))
@@ -178,6 +186,7 @@ def test_map_messages(broker_url: str, name: str) -> None:
 
 def test_individual_acknowledge_acks_one(broker_url: str, name: str) -> None:
     with ConnectionFactory(broker_url).create_connection() as conn:
+        conn.start()
         session = conn.create_session(ack_mode=AckMode.INDIVIDUAL_ACKNOWLEDGE)
         q = session.queue(name)
         producer = session.create_producer(q)
@@ -195,6 +204,7 @@ def test_individual_acknowledge_acks_one(broker_url: str, name: str) -> None:
 
 def test_listener_and_the_receive_rule(broker_url: str, name: str) -> None:
     with ConnectionFactory(broker_url).create_connection() as conn:
+        conn.start()
         session = conn.create_session()
         q = session.queue(name)
         seen: list[str] = []
@@ -219,6 +229,7 @@ def test_listener_and_the_receive_rule(broker_url: str, name: str) -> None:
 
 def test_temporary_queue_request_reply(broker_url: str, name: str) -> None:
     with ConnectionFactory(broker_url).create_connection() as conn:
+        conn.start()
         session = conn.create_session()
         replies = session.create_temporary_queue()
         assert replies.is_temporary
@@ -254,6 +265,7 @@ def test_advisories_tell_which_temporary_destinations_exist(broker_url: str) -> 
             broker_url + "?jms.watchTopicAdvisories=false"
         ).create_connection() as blind,
     ):
+        owner.start()
         owner_session = owner.create_session()
         temp_queue = owner_session.create_temporary_queue()
         temp_topic = owner_session.create_temporary_topic()
@@ -287,6 +299,7 @@ def test_optimize_acknowledge_batches_acks_on_the_wire(broker_url: str, name: st
         flag = str(optimize).lower()
         url = f"{broker_url}?jms.prefetchPolicy.queuePrefetch=10&jms.optimizeAcknowledge={flag}"
         with ConnectionFactory(url).create_connection() as conn:
+            conn.start()
             session = conn.create_session()
             q = session.queue(f"{name}.{optimize}")
             producer = session.create_producer(q)
@@ -310,6 +323,7 @@ def test_redelivery_policy_exhaustion_sends_a_poison_ack_to_the_dlq(
         "&jms.redeliveryPolicy.initialRedeliveryDelay=0&jms.redeliveryPolicy.redeliveryDelay=0"
     )
     with ConnectionFactory(url).create_connection() as conn:
+        conn.start()
         session = conn.create_session(transacted=True)
         q = session.queue(name)
         session.create_producer(q).send(Message("poison", properties={"test": name}))
@@ -328,6 +342,7 @@ def test_redelivery_policy_exhaustion_sends_a_poison_ack_to_the_dlq(
 
 def test_queue_browser_sees_without_consuming(broker_url: str, name: str) -> None:
     with ConnectionFactory(broker_url).create_connection() as conn:
+        conn.start()
         session = conn.create_session()
         q = session.queue(name)
         producer = session.create_producer(q)
@@ -341,6 +356,7 @@ def test_queue_browser_sees_without_consuming(broker_url: str, name: str) -> Non
 def test_producer_window_is_refilled_by_producer_acks(broker_url: str, name: str) -> None:
     url = f"{broker_url}?jms.producerWindowSize=4096&jms.useAsyncSend=true"
     with ConnectionFactory(url).create_connection() as conn:
+        conn.start()
         session = conn.create_session()
         q = session.queue(name)
         producer = session.create_producer(q)
@@ -361,6 +377,8 @@ def test_late_consumer_starved_at_prefetch_1000_and_fed_at_prefetch_1(
             ConnectionFactory(url).create_connection() as first,
             ConnectionFactory(url).create_connection() as second,
         ):
+            first.start()
+            second.start()
             s1 = first.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
             q = s1.queue(q_name)
             producer = s1.create_producer(q)
@@ -372,7 +390,7 @@ def test_late_consumer_starved_at_prefetch_1000_and_fed_at_prefetch_1(
             # ActiveMQ fills the window from another thread, a few messages at a time: wait
             # until the backlog has reached the early consumer before the late one asks.
             deadline = time.monotonic() + 10
-            while prefetch > 1 and early._buffer.qsize() < 19 and time.monotonic() < deadline:
+            while prefetch > 1 and len(early._buffer) < 19 and time.monotonic() < deadline:
                 time.sleep(0.01)
             late = second.create_session().create_consumer(q)
             got = late.receive(1)
@@ -381,6 +399,7 @@ def test_late_consumer_starved_at_prefetch_1000_and_fed_at_prefetch_1(
 
 async def test_asyncio_api_over_the_same_engine(broker_url: str, name: str) -> None:
     async with await AsyncConnectionFactory(broker_url).create_connection() as conn:
+        await conn.start()
         session = await conn.create_session()
         q = session.queue(name)
         consumer = await session.create_consumer(q)
@@ -394,6 +413,7 @@ async def test_asyncio_api_over_the_same_engine(broker_url: str, name: str) -> N
 
 def test_stream_and_object_messages(broker_url: str, name: str) -> None:
     with ConnectionFactory(broker_url).create_connection() as conn:
+        conn.start()
         session = conn.create_session()
         q = session.queue(name)
         producer = session.create_producer(q)
@@ -414,6 +434,7 @@ def test_send_timeout_fails_a_send_the_broker_holds_back(tmp_path: Path) -> None
         # The held send also holds the close: a short closeTimeout keeps the test quick.
         url = f"tcp://127.0.0.1:{broker.openwire_port}?jms.sendTimeout=500&jms.closeTimeout=500"
         with ConnectionFactory(url).create_connection() as conn:
+            conn.start()
             session = conn.create_session()
             producer = session.create_producer(session.queue("full"))
             with pytest.raises(JMSError, match="sendTimeout"):

@@ -32,6 +32,7 @@ WAIT_S = 180.0
 
 def browse(url: str, name: str) -> list[Message]:
     with ConnectionFactory(url).create_connection() as connection:
+        connection.start()
         return list(connection.create_session().browse(queue(name)))
 
 

@@ -9,6 +9,7 @@ from dovecote.client.connection import (
     MessageProducer,
     Session,
 )
+from dovecote.client.message import JavaByte, JavaFloat, JavaInt, JavaShort
 from dovecote.client.options import OptionError, parse_broker_url
 from dovecote.client.transport import JMSError
 
@@ -17,6 +18,10 @@ __all__ = [
     "Connection",
     "ConnectionFactory",
     "JMSError",
+    "JavaByte",
+    "JavaFloat",
+    "JavaInt",
+    "JavaShort",
     "Message",
     "MessageConsumer",
     "MessageProducer",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dovecote.client.connection import MessageConsumer
+from dovecote.client.consumer import STANDARD_ACK, MessageConsumer
 from dovecote.client.transport import JMSError
 from dovecote.core.destinations import Destination, DestinationType
 from dovecote.protocol.openwire import Structure
@@ -44,7 +44,7 @@ class TempDestinationWatcher(MessageConsumer):
                     self.active.add(destination)
                 elif info["operationType"] == REMOVE:
                     self.active.discard(destination)
-        self._ack([dispatch], 2, None)
+        self._send_ack(dispatch, STANDARD_ACK, 1, first=dispatch)
 
     def check(self, destination: Destination, verb: str) -> None:
         if destination.is_temporary and destination not in self.active:

@@ -1,18 +1,16 @@
-"""A JMS-style client over OpenWire (SPEC K1), the sync API: ConnectionFactory, Connection,
-Session, MessageProducer, MessageConsumer, messages.
+"""A JMS-style client over OpenWire (SPEC K1), the sync API: ConnectionFactory and
+Connection here; Session, MessageProducer, MessageConsumer and Message in their modules.
 
-It does what the seeds describe the Java client doing: a send is synchronous (waits for the
-broker's Response) only by the seeds' rule (S1); each consumer keeps an unconsumed buffer
-filled by the broker up to its prefetch, and acknowledges with a standard ack per message in
-AUTO mode, or every message delivered in the session at ``acknowledge()`` in CLIENT mode.
-This is the first slice: text, bytes and map messages, queues, topics and temporary
-queues, auto/client/individual acks, listeners, transactions; see the issue for what is
-still to come (asyncio API, failover, redelivery policy on the client, optimizeAcknowledge,
-browsers).
+It does what ActiveMQ's Java client 5.17 does: a send is synchronous (waits for the
+broker's Response) only by the seeds' rule (S1); a connection delivers nothing until
+``start()``; each consumer keeps an unconsumed buffer filled by the broker up to its
+prefetch and acknowledges as its session's mode says (consumer.py); closing a connection
+closes its sessions and tells the broker the last message it delivered.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 import threading
@@ -39,8 +37,11 @@ class ConnectionFactory:
     def __init__(self, url: str = "tcp://127.0.0.1:61616") -> None:
         self.url = parse_broker_url(url)
 
-    def create_connection(self, user: str | None = None, password: str | None = None) -> Connection:
-        return Connection(self, user, password)
+    def create_connection(
+        self, user: str | None = None, password: str | None = None, client_id: str | None = None
+    ) -> Connection:
+        """A connection, stopped: nothing is delivered to its consumers until ``start()``."""
+        return Connection(self, user, password, client_id)
 
 
 class Connection:
@@ -53,13 +54,23 @@ class Connection:
 
     _ids = itertools.count(1)
 
-    def __init__(self, factory: ConnectionFactory, user: str | None, password: str | None) -> None:
+    def __init__(
+        self,
+        factory: ConnectionFactory,
+        user: str | None,
+        password: str | None,
+        client_id: str | None = None,
+    ) -> None:
         url = factory.url
         self.url = url
         self.options: ConnectionOptions = url.connection
         # Random per connection: forked processes (Spark's Python workers) share counters.
         self.connection_id = f"ID:dovecote-py-{uuid.uuid4().hex[:16]}-{next(self._ids)}"
-        self.client_id = self.options.clientID or self.connection_id
+        self.client_id = client_id or self.options.clientID or self.connection_id
+        self.client_id_set = bool(client_id or self.options.clientID)
+        """Chosen by the application: durable subscriptions need it (as in JMS)."""
+        self.started = False
+        self._local_tx_ids = itertools.count(1)
         self._user = user or self.options.userName
         self._password = password or self.options.password
         self._consumers: dict[tuple[int, int], MessageConsumer] = {}
@@ -182,7 +193,21 @@ class Connection:
     # -- from the transport ----------------------------------------------------------------
 
     def start(self) -> None:
-        """Dispatch is always on; kept for the JMS shape."""
+        """Start (or restart) delivery to the connection's consumers and listeners."""
+        if self.closed:
+            raise JMSError("javax.jms.IllegalStateException", "The Connection is closed")
+        if not self.started:
+            self.started = True
+            for session in list(self._sessions):
+                session._start()
+
+    def stop(self) -> None:
+        """Pause delivery: receives wait, listeners are not called (and a listener call in
+        progress has returned when this returns); prefetched messages wait in the client."""
+        if self.started:
+            self.started = False
+            for session in list(self._sessions):
+                session._stop()
 
     def create_session(
         self, transacted: bool = False, ack_mode: AckMode = AckMode.AUTO_ACKNOWLEDGE
@@ -226,12 +251,21 @@ class Connection:
     def close(self) -> None:
         if self.closed:
             return
+        self.stop()
+        # As ActiveMQConnection: sessions closed locally, the broker told once, with the last
+        # broker sequence any of them delivered (the advisory watcher's session aside).
+        last_delivered = -1
+        for session in list(self._sessions):
+            with contextlib.suppress(OSError, JMSError, TimeoutError):
+                session._dispose()
+            if self.temp_watcher is None or session is not self.temp_watcher.session:
+                last_delivered = max(last_delivered, session.last_delivered_sequence_id)
         self.closed = True
         self._connected.set()
         try:
             self.transport.request(Structure(t.REMOVE_INFO, {
                 "objectId": Structure(t.CONNECTION_ID, {"value": self.connection_id}),
-                "lastDeliveredSequenceId": -1,
+                "lastDeliveredSequenceId": last_delivered,
             }), timeout=self.options.closeTimeout / 1000)  # fmt: skip
             self.transport.oneway(Structure(t.SHUTDOWN_INFO))
         except (OSError, JMSError, TimeoutError):

@@ -1,30 +1,27 @@
 """MessageConsumer: the unconsumed buffer the broker fills up to the prefetch, receive and
-listeners, and the acks each acknowledgement mode sends (SPEC K1, C6)."""
+listeners, and the acks each acknowledgement mode sends (SPEC K1, C6), as ActiveMQ's
+ActiveMQMessageConsumer does: every message handed to the application is "delivered"; AUTO
+acks it at once, CLIENT/INDIVIDUAL/transacted consumers tell the broker with DELIVERED acks
+(every half prefetch) so the prefetch window moves before the application acks, DUPS_OK on
+a topic batches standard acks the same way; a rollback or recover redelivers the delivered
+messages locally after the redelivery policy's delay."""
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
 
-from dovecote.client.message import AckMode, Message
+from dovecote.client.message import AckMode, Message, received_message
 from dovecote.client.transport import JMSError
-from dovecote.core.destinations import Destination
+from dovecote.core.destinations import Destination, DestinationType
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.converter import (
-    destination_of,
-    destination_structure,
-    message_id_text,
-)
-from dovecote.protocol.openwire.primitives import (
-    decode_map,
-    decode_stream_body,
-    decode_text_body,
-)
+from dovecote.protocol.openwire.converter import destination_structure
 
 if TYPE_CHECKING:
     from dovecote.client.session import Session
@@ -34,216 +31,669 @@ SEEN_LIMIT = 10_000
 PULL_GRACE_S = 30.0
 """How long past its timeout a pull waits for the broker's answer before giving up."""
 
+# MessageAck.ackType, as ActiveMQ numbers them.
+DELIVERED_ACK, POISON_ACK, STANDARD_ACK, REDELIVERED_ACK, INDIVIDUAL_ACK = 0, 1, 2, 3, 4
+EXPIRED_ACK = 6
+
+CONSUMER_OPTIONS = {
+    "prefetchSize": int, "maximumPendingMessageLimit": int, "dispatchAsync": bool,
+    "selector": str, "noLocal": bool, "exclusive": bool, "retroactive": bool, "priority": int,
+}  # fmt: skip
+"""The ConsumerInfo fields a destination's ``consumer.*`` options may set."""
+
+
+class Empty(Exception):
+    """Nothing to hand out before the timeout."""
+
+
+class DispatchChannel:
+    """The consumer's unconsumed messages (Java's MessageDispatchChannel): handed out only
+    while started. ``put(None)`` wakes a waiting reader at once, started or not (the
+    connection failed or closed)."""
+
+    def __init__(self) -> None:
+        self._items: deque[Structure | None] = deque()
+        self._changed = threading.Condition()
+        self.running = False
+        self.closed = False
+
+    def put(self, item: Structure | None) -> None:
+        with self._changed:
+            self._items.append(item)
+            self._changed.notify_all()
+
+    def put_first(self, items: list[Structure]) -> None:
+        with self._changed:
+            self._items.extendleft(reversed(items))
+            self._changed.notify_all()
+
+    def get(self, timeout: float | None) -> Structure | None:
+        """The next item; raises Empty when ``timeout`` (seconds, None: forever) passes."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while True:
+                if self.closed:
+                    return None
+                if self._items and (self.running or self._items[0] is None):
+                    return self._items.popleft()
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise Empty
+                self._changed.wait(remaining)
+
+    def set_running(self, running: bool) -> None:
+        with self._changed:
+            self.running = running
+            self._changed.notify_all()
+
+    def close(self) -> list[Structure | None]:
+        with self._changed:
+            self.closed = True
+            left = list(self._items)
+            self._items.clear()
+            self._changed.notify_all()
+            return left
+
+    def clear(self) -> None:
+        with self._changed:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@dataclass(frozen=True)
+class OptionedDestination:
+    """A destination named with options, ``orders?consumer.prefetchSize=0``: the options
+    are the client's, for the consumers created on it; the broker sees ``destination``."""
+
+    destination: Destination
+    options: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def parse(cls, kind: DestinationType, text: str) -> Destination | OptionedDestination:
+        name, mark, query = text.partition("?")
+        destination = Destination(kind, name)
+        if not mark:
+            return destination
+        return cls(destination, tuple(parse_qsl(query, keep_blank_values=True)))
+
+    @property
+    def name(self) -> str:
+        return self.destination.name
+
+    @property
+    def type(self) -> DestinationType:
+        return self.destination.type
+
+
+AnyDestination = Destination | OptionedDestination
+
+
+def split_options(destination: AnyDestination) -> tuple[Destination, dict[str, str]]:
+    """The destination the broker sees, and the options named with it."""
+    if isinstance(destination, OptionedDestination):
+        return destination.destination, dict(destination.options)
+    return destination, {}
+
+
+def _option_value(kind: type, text: str) -> Any:
+    if kind is bool:
+        return text.lower() == "true"
+    return kind(text)
+
 
 class MessageConsumer:
     def __init__(
         self,
         session: Session,
         consumer_id: int,
-        destination: Destination,
+        destination: AnyDestination,
         selector: str | None,
         prefetch: int | None,
         browser: bool = False,
+        *,
+        no_local: bool = False,
+        subscription_name: str | None = None,
+        exclusive: bool = False,
+        priority: int = 0,
     ) -> None:
         self.session = session
+        connection = session.connection
+        destination, options = split_options(destination)
         self.destination = destination
-        policy = session.connection.options.prefetchPolicy
-        self.prefetch = (
-            prefetch
-            if prefetch is not None
-            else (policy.queuePrefetch if destination.is_queue else policy.topicPrefetch)
-        )
+        policy = connection.options.prefetchPolicy
+        if prefetch is None:
+            if browser:
+                prefetch = policy.queueBrowserPrefetch
+            elif subscription_name is not None:
+                prefetch = policy.durableTopicPrefetch
+            else:
+                prefetch = policy.queuePrefetch if destination.is_queue else policy.topicPrefetch
         self._cid = Structure(t.CONSUMER_ID, {
-            "connectionId": session.connection.connection_id, "sessionId": session.session_id,
+            "connectionId": connection.connection_id, "sessionId": session.session_id,
             "value": consumer_id,
         })  # fmt: skip
-        self._buffer: queue.Queue[Structure | None] = queue.Queue()
-        self._last_delivered = -1  # broker sequence of the last message the app received
-        self._listening = False
-        self._resume_at = 0.0
-        self._unacked: list[Structure] = []  # optimizeAcknowledge / DUPS_OK batch
-        self._batch_started = 0.0
-        options = session.connection.options
-        if options.optimizeAcknowledge and self.prefetch > 0:
-            self._batch_limit = max(1, int(0.65 * self.prefetch))
-        elif destination.is_topic:
-            self._batch_limit = max(1, int(0.5 * self.prefetch))
-        else:
-            self._batch_limit = 1
-        session.connection._consumers[(session.session_id, consumer_id)] = self
-        self._selector = selector
+        self.info: dict[str, Any] = {
+            "consumerId": self._cid, "destination": destination_structure(destination),
+            "prefetchSize": prefetch, "selector": None, "dispatchAsync": True,
+            "priority": priority, "browser": browser, "noLocal": no_local,
+            "exclusive": exclusive, "subscriptionName": subscription_name,
+            "clientId": connection.client_id, "maximumPendingMessageLimit": 0,
+            "retroactive": False,
+        }  # fmt: skip
+        self._apply_options(options)
+        if selector and selector.strip():
+            self.info["selector"] = selector
+        self.prefetch: int = self.info["prefetchSize"]
         self._browser = browser
+        self._buffer = DispatchChannel()
+        self._listener: Callable[[Message], None] | None = None
+        self.closed = False
+        # What the Java consumer counts (ActiveMQMessageConsumer): delivered messages not yet
+        # acked (newest last), DELIVERED acks owed, the pending ack that carries them.
+        self._delivered: list[Structure] = []
+        self._delivered_lock = threading.RLock()
+        self._delivered_counter = 0
+        self._additional_window = 0
+        self._ack_counter = 0  # optimizeAcknowledge: consumed, not yet acked
+        self._optimize_started = time.monotonic()
+        self._pending_ack: Structure | None = None
+        self._redelivery_delay = 0
+        self.last_delivered_sequence_id = -1
         self._seen: OrderedDict[str, None] = OrderedDict()  # ids the application received
-        session.connection.request(self._info())
+        options_ = connection.options
+        self.optimize_acknowledge = (
+            options_.optimizeAcknowledge and session.ack_mode is AckMode.AUTO_ACKNOWLEDGE
+            and not browser
+        )  # fmt: skip
+        self.info["optimizedAcknowledge"] = self.optimize_acknowledge
+        session._consumers.append(self)
+        connection._consumers[(session.session_id, consumer_id)] = self
+        try:
+            connection.request(self._info())
+        except JMSError:
+            session._consumers.remove(self)
+            connection._consumers.pop((session.session_id, consumer_id), None)
+            raise
+        if connection.started:
+            self._buffer.set_running(True)
+
+    def _apply_options(self, options: dict[str, str]) -> None:
+        unknown = {}
+        for key, text in options.items():
+            if not key.startswith("consumer."):
+                continue  # other prefixes are for other objects (Java ignores them here)
+            name = key.removeprefix("consumer.")
+            kind = CONSUMER_OPTIONS.get(name)
+            if kind is None:
+                unknown[name] = text
+                continue
+            try:
+                self.info[name] = _option_value(kind, text)
+            except ValueError:
+                unknown[name] = text
+        if unknown:
+            raise JMSError(
+                "org.apache.activemq.ConfigurationException",
+                f"There are {len(unknown)} consumer options that couldn't be set on the "
+                f"consumer. Check the options are spelled correctly. Unknown parameters="
+                f"{unknown}. This consumer cannot be started.",
+            )
 
     def _info(self) -> Structure:
-        return Structure(t.CONSUMER_INFO, {
-            "consumerId": self._cid, "destination": destination_structure(self.destination),
-            "prefetchSize": self.prefetch, "selector": self._selector, "dispatchAsync": True,
-            "priority": 0, "browser": self._browser,
-        })  # fmt: skip
+        return Structure(t.CONSUMER_INFO, dict(self.info))
+
+    @property
+    def consumer_id(self) -> Structure:
+        return self._cid
+
+    # -- acknowledgement modes ----------------------------------------------------------
+
+    @property
+    def _auto_each(self) -> bool:
+        mode = self.session.ack_mode
+        return mode is AckMode.AUTO_ACKNOWLEDGE or (
+            mode is AckMode.DUPS_OK_ACKNOWLEDGE and self.destination.is_queue
+        )
+
+    @property
+    def _auto_batch(self) -> bool:
+        return (
+            self.session.ack_mode is AckMode.DUPS_OK_ACKNOWLEDGE and not self.destination.is_queue
+        )
+
+    # -- from the broker ----------------------------------------------------------------
+
+    def _dispatched(self, dispatch: Structure) -> None:
+        message = dispatch["message"]
+        if message is not None and self._listener is None and self._expired(dispatch):
+            # Expired in our buffer before anyone took it: acked as expired, never handed out.
+            self._before_consumed(dispatch)
+            self._after_consumed(dispatch, expired=True)
+            if self.prefetch == 0:
+                self._buffer.put(None)  # the pull that brought it must be answered
+            return
+        self._buffer.put(dispatch)
 
     def _drop_prefetched(self) -> None:
         """After a failover the new broker dispatches again what was only prefetched."""
-        with self._buffer.mutex:
-            self._buffer.queue.clear()
-        self._unacked.clear()
+        self._buffer.clear()
+        with self._delivered_lock:
+            self._pending_ack = None
+            self._delivered_counter = 0
+            if self.session.ack_mode is AckMode.AUTO_ACKNOWLEDGE:
+                self._delivered.clear()
+            self._ack_counter = 0
 
-    def _dispatched(self, dispatch: Structure) -> None:
-        self._buffer.put(dispatch)
+    def _start(self) -> None:
+        if not self.closed:
+            self._buffer.set_running(True)
 
-    def _redeliver_locally(self, dispatch: Structure, delay_s: float = 0.0) -> None:
-        dispatch.fields["redeliveryCounter"] = dispatch.get("redeliveryCounter", 0) + 1
-        # The redelivery policy's delay: nothing is handed out before it has passed.
-        self._resume_at = max(self._resume_at, time.monotonic() + delay_s)
-        with self._buffer.mutex:
-            self._buffer.queue.appendleft(dispatch)
-            self._buffer.not_empty.notify()
+    def _stop(self) -> None:
+        self._buffer.set_running(False)
+
+    @staticmethod
+    def _expired(dispatch: Structure) -> bool:
+        expiration = dispatch["message"].get("expiration", 0) or 0
+        return expiration > 0 and time.time() * 1000 > expiration
+
+    # -- receive --------------------------------------------------------------------------
 
     def receive(self, timeout: float | None = None) -> Message | None:
         """The next message, waiting up to ``timeout`` seconds (None: forever)."""
+        self._check_receivable()
+        dispatch = self._dequeue(timeout)
+        if dispatch is None:
+            return None
+        self._before_consumed(dispatch)
+        message = self._to_message(dispatch)
+        self._after_consumed(dispatch, expired=False)
+        return message
+
+    def receive_no_wait(self) -> Message | None:
+        return self.receive(0)
+
+    def _check_receivable(self) -> None:
+        if self.closed:
+            raise JMSError("javax.jms.IllegalStateException", "The Consumer is closed")
         if self.session.has_listener:
             # The seeds (C1): a session with a listener refuses synchronous receive.
             raise JMSError(
                 "javax.jms.IllegalStateException",
                 "cannot receive synchronously in a session that has a listener",
             )
-        return self._next(timeout)
 
-    def set_message_listener(self, listener: Callable[[Message], None]) -> None:
-        """Deliver every message to ``listener`` on a thread of its own, acked as received."""
-        self.session.has_listener = True
-        self._listening = True
-
-        def run() -> None:
-            while self._listening:
-                try:
-                    message = self._next(None)
-                except JMSError:
-                    return  # the connection failed or closed: the listener ends with it
-                if message is None:
-                    return
-                listener(message)
-
-        threading.Thread(target=run, name="dovecote-listener", daemon=True).start()
-
-    def _next(self, timeout: float | None) -> Message | None:
-        pause = self._resume_at - time.monotonic()
-        if pause > 0:
-            time.sleep(pause if timeout is None else min(pause, timeout))
-            if timeout is not None and pause > timeout:
-                return None
-        if self.prefetch == 0:
-            # Pull: the broker answers with the message or, when the timeout passes, an empty
-            # dispatch; wait for that answer, not for a local clock (as the Java client does).
+    def _send_pull(self, timeout: float | None) -> None:
+        if self.prefetch == 0 and len(self._buffer) == 0:
             self.session.connection.oneway(Structure(t.MESSAGE_PULL, {
-                "consumerId": self._cid, "destination": destination_structure(self.destination),
+                "consumerId": self._cid, "destination": self.info["destination"],
                 "timeout": -1 if timeout == 0 else int((timeout or 0) * 1000),
             }))  # fmt: skip
-            wait = None if timeout is None else timeout + PULL_GRACE_S
-            try:
-                dispatch = self._buffer.get(timeout=wait)
-            except queue.Empty:
-                return None
-        else:
-            try:
-                if timeout == 0:
-                    dispatch = self._buffer.get_nowait()
-                else:
-                    dispatch = self._buffer.get(timeout=timeout)
-            except queue.Empty:
-                return None
-        if dispatch is None or dispatch["message"] is None:
-            if self.session.connection.failure is not None:
-                raise JMSError("javax.jms.JMSException", str(self.session.connection.failure))
-            return None
-        message = self._to_message(dispatch)
-        mode = self.session.ack_mode
-        if message.message_id in self._seen and mode is AckMode.AUTO_ACKNOWLEDGE:
-            # Seen and acked before a failover: ack it again for the broker, hide it from the
-            # application (duplicate suppression, SPEC C7/K2).
-            self._ack([dispatch], 2, None)
-            return self._next(timeout)
-        if message.message_id is not None:
-            self._seen[message.message_id] = None
-            if len(self._seen) > SEEN_LIMIT:
-                self._seen.popitem(last=False)
-        self._last_delivered = dispatch["message"]["messageId"].get("brokerSequenceId", -1)
-        if mode is AckMode.AUTO_ACKNOWLEDGE or mode is AckMode.DUPS_OK_ACKNOWLEDGE:
-            self._auto_ack(dispatch, mode)
-        else:
-            with self.session._lock:
-                self.session._delivered.append((self, dispatch))
-        return message
 
-    def _auto_ack(self, dispatch: Structure, mode: AckMode) -> None:
-        """One standard ack per message, or one per batch (SPEC C6): optimizeAcknowledge
-        batches 0.65 x prefetch (or what came within optimizeAcknowledgeTimeOut), DUPS_OK on
-        topics 0.5 x prefetch."""
-        options = self.session.connection.options
-        batching = (options.optimizeAcknowledge and self.prefetch > 0) or (
-            mode is AckMode.DUPS_OK_ACKNOWLEDGE and self.destination.is_topic
-        )
-        if not batching:
-            self._ack([dispatch], 2, None)
+    def _dequeue(self, timeout: float | None) -> Structure | None:
+        """The next deliverable dispatch: expired ones are acked as expired and skipped,
+        duplicates after a failover acked again and hidden (SPEC C7/K2)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._send_pull(timeout)
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            # Pull: the broker answers with the message or, when the timeout passes, an empty
+            # dispatch; wait for that answer, not for a local clock (as the Java client does).
+            wait = (
+                remaining if self.prefetch != 0 or remaining is None else remaining + PULL_GRACE_S
+            )
+            try:
+                dispatch = self._buffer.get(wait)
+            except Empty:
+                return None
+            if dispatch is None or dispatch["message"] is None:
+                failure = self.session.connection.failure
+                if failure is not None and (self.session.connection.closed or dispatch is None):
+                    raise JMSError("javax.jms.JMSException", str(failure))
+                return None
+            if self._expired(dispatch):
+                self._before_consumed(dispatch)
+                self._after_consumed(dispatch, expired=True)
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                self._send_pull(remaining)
+                continue
+            if self._is_duplicate(dispatch):
+                self._send_ack(dispatch, STANDARD_ACK, 1, first=dispatch)
+                continue
+            return dispatch
+
+    def _is_duplicate(self, dispatch: Structure) -> bool:
+        if self.session.ack_mode is not AckMode.AUTO_ACKNOWLEDGE:
+            return False
+        key = _message_key(dispatch)
+        if key in self._seen:
+            return True
+        self._seen[key] = None
+        if len(self._seen) > SEEN_LIMIT:
+            self._seen.popitem(last=False)
+        return False
+
+    # -- listeners ------------------------------------------------------------------------
+
+    def set_message_listener(self, listener: Callable[[Message], None] | None) -> None:
+        """Deliver every message to ``listener`` (one thread per session, one message at a
+        time), acknowledged as the session's mode says once the listener returns."""
+        self._listener = listener
+        if listener is None:
             return
-        if not self._unacked:
-            self._batch_started = time.monotonic()
-        self._unacked.append(dispatch)
-        timed_out = (
-            options.optimizeAcknowledge
-            and time.monotonic() - self._batch_started >= options.optimizeAcknowledgeTimeOut / 1000
-        )
-        if len(self._unacked) >= self._batch_limit or timed_out:
-            self._flush_acks()
+        self.session.has_listener = True
+        threading.Thread(target=self._listen, name="dovecote-listener", daemon=True).start()
 
-    def _flush_acks(self) -> None:
-        if self._unacked:
-            batch, self._unacked = self._unacked, []
-            self._ack(batch, 2, None)
+    def _listen(self) -> None:
+        while self._listener is not None and not self.closed:
+            try:
+                dispatch = self._buffer.get(None)
+            except Empty:
+                continue
+            if dispatch is None or dispatch["message"] is None:
+                if self.closed or self.session.connection.closed:
+                    return
+                if self.session.connection.failure is not None and dispatch is None:
+                    return  # the connection failed: the listener ends with it
+                continue
+            with self.session._dispatch_lock:
+                if not self._buffer.running or self.closed:
+                    self._buffer.put_first([dispatch])
+                    continue
+                self._deliver_to_listener(dispatch)
 
-    def receive_no_wait(self) -> Message | None:
-        return self.receive(0)
+    def _deliver_to_listener(self, dispatch: Structure) -> None:
+        listener = self._listener
+        if listener is None or self._is_duplicate(dispatch):
+            return
+        self._before_consumed(dispatch)
+        expired = self._expired(dispatch)
+        try:
+            if not expired:
+                listener(self._to_message(dispatch))
+            self._after_consumed(dispatch, expired)
+        except Exception:
+            mode = self.session.ack_mode
+            if self._auto_each or self._auto_batch or mode is AckMode.INDIVIDUAL_ACKNOWLEDGE:
+                self._rollback()  # redelivered by the policy, possibly to the dead-letter queue
+            else:
+                self._after_consumed(dispatch, expired=False)
 
-    def _to_message(self, dispatch: Structure) -> Message:
-        m = dispatch["message"]
-        content = m["content"] or b""
-        body: str | bytes | dict[str, Any] | list[Any]
-        if m.type == t.TEXT_MESSAGE:
-            body = decode_text_body(content) if content else ""
-        elif m.type == t.MAP_MESSAGE:
-            body = decode_map(content) if content else {}
-        elif m.type == t.STREAM_MESSAGE:
-            body = decode_stream_body(content) if content else []
+    # -- acks -----------------------------------------------------------------------------
+
+    def _before_consumed(self, dispatch: Structure) -> None:
+        sequence = dispatch["message"]["messageId"].get("brokerSequenceId", -1)
+        self.last_delivered_sequence_id = sequence if sequence is not None else -1
+        if self._auto_batch:
+            return
+        with self._delivered_lock:
+            self._delivered.append(dispatch)
+        if self.session.transacted:
+            self.session._register(self)
+            self._ack_later(dispatch, DELIVERED_ACK)
+
+    def _after_consumed(self, dispatch: Structure, expired: bool) -> None:
+        if self.closed:
+            return
+        if expired:
+            self._send_ack(dispatch, EXPIRED_ACK, 1, first=dispatch)
+            with self._delivered_lock:
+                self._remove_delivered(dispatch)
+            return
+        if self.session.transacted:
+            return
+        if self._auto_each:
+            with self._delivered_lock:
+                if not self._delivered:
+                    return
+                if self.optimize_acknowledge:
+                    self._ack_counter += 1
+                    timeout_ms = self.session.connection.options.optimizeAcknowledgeTimeOut
+                    due = timeout_ms > 0 and (
+                        time.monotonic() - self._optimize_started >= timeout_ms / 1000
+                    )
+                    if self._ack_counter + self._delivered_counter >= self.prefetch * 0.65 or due:
+                        self._ack_all_delivered(STANDARD_ACK)
+                        self._ack_counter = 0
+                        self._optimize_started = time.monotonic()
+                        if self._pending_ack is not None and self._delivered_counter > 0:
+                            self.session._send_ack(self._pending_ack)
+                            self._pending_ack = None
+                            self._delivered_counter = 0
+                else:
+                    self._ack_all_delivered(STANDARD_ACK)
+        elif self._auto_batch:
+            self._ack_later(dispatch, STANDARD_ACK)
+        else:  # CLIENT or INDIVIDUAL
+            with self._delivered_lock:
+                unacked = any(d is dispatch for d in self._delivered)
+            if unacked:
+                self._ack_later(dispatch, DELIVERED_ACK)
+
+    def _ack_all_delivered(self, ack_type: int) -> bool:
+        """One ack for every delivered message, oldest first; clears the list."""
+        with self._delivered_lock:
+            if not self._delivered:
+                return False
+            ack = self._ack_of_delivered(ack_type)
+            self._delivered.clear()
+        self.session._send_ack(ack)
+        return True
+
+    def _ack_of_delivered(self, ack_type: int) -> Structure:
+        """makeAckForAllDeliveredMessages: one ack from the oldest to the newest."""
+        delivered = self._delivered
+        return self._ack(delivered[-1], ack_type, len(delivered), delivered[0])
+
+    def _ack_later(self, dispatch: Structure, ack_type: int) -> None:
+        """Not an ack yet: count it, and every half prefetch tell the broker (a DELIVERED
+        ack opens the prefetch window without consuming anything)."""
+        self._delivered_counter += 1
+        with self._delivered_lock:
+            old = self._pending_ack
+            ack = self._ack(dispatch, ack_type, self._delivered_counter, None)
+            ack.fields["transactionId"] = self.session._tx
+            if old is None:
+                ack.fields["firstMessageId"] = ack["lastMessageId"]
+            elif old["ackType"] == ack_type:
+                ack.fields["firstMessageId"] = old["firstMessageId"]
+            elif old["ackType"] != DELIVERED_ACK:
+                self.session._send_ack(old)  # an ack that matters is never dropped
+            self._pending_ack = ack
+            if (
+                0.5 * self.prefetch
+                <= self._delivered_counter + self._ack_counter - self._additional_window
+            ):
+                self.session._send_ack(ack)
+                self._pending_ack = None
+                self._delivered_counter = 0
+                self._additional_window = 0
+
+    def _ack(
+        self, last: Structure, ack_type: int, count: int, first: Structure | None
+    ) -> Structure:
+        """A MessageAck as the Java client builds it: destination and consumer of the
+        dispatch, its message as the last one, ``first`` as the first when given."""
+        return Structure(t.MESSAGE_ACK, {
+            "destination": last["destination"], "transactionId": None,
+            "consumerId": self._cid, "ackType": ack_type,
+            "firstMessageId": first["message"]["messageId"] if first is not None else None,
+            "lastMessageId": last["message"]["messageId"], "messageCount": count,
+        })  # fmt: skip
+
+    def _send_ack(self, dispatch: Structure, ack_type: int, count: int,
+                  first: Structure | None = None) -> None:  # fmt: skip
+        self.session._send_ack(self._ack(dispatch, ack_type, count, first))
+
+    def _remove_delivered(self, dispatch: Structure) -> None:
+        self._delivered = [d for d in self._delivered if d is not dispatch]
+
+    def acknowledge(self) -> None:
+        """CLIENT mode (and a transaction's commit): a standard ack of every delivered
+        message of this consumer."""
+        with self._delivered_lock:
+            if not self._delivered:
+                return
+            ack = self._ack(
+                self._delivered[-1], STANDARD_ACK, len(self._delivered), self._delivered[0]
+            )
+            if self.session.transacted:
+                ack.fields["transactionId"] = self.session._transaction_id()
+            self._pending_ack = None
+            self.session._send_ack(ack)
+            count = len(self._delivered)
+            self._delivered_counter = max(0, self._delivered_counter - count)
+            self._additional_window = max(0, self._additional_window - count)
+            if not self.session.transacted:
+                self._delivered.clear()
+
+    def acknowledge_one(self, dispatch: Structure) -> None:
+        """INDIVIDUAL mode: this message only."""
+        with self._delivered_lock:
+            if not any(d is dispatch for d in self._delivered):
+                return
+            self._remove_delivered(dispatch)
+        self._send_ack(dispatch, INDIVIDUAL_ACK, 1)
+
+    def _commit(self) -> None:
+        with self._delivered_lock:
+            self._delivered.clear()
+        self._redelivery_delay = 0
+
+    def _rollback(self) -> None:
+        """Session.recover() or a rollback: the delivered messages come back, redelivered,
+        after the redelivery policy's delay; past maximumRedeliveries they are poison-acked
+        (to the dead-letter queue)."""
+        with self._delivered_lock:
+            if self.optimize_acknowledge:
+                # Read but not yet acked at the broker: no longer duplicates to suppress.
+                for dispatch in self._delivered[: self._ack_counter]:
+                    self._seen.pop(_message_key(dispatch), None)
+            if not self._delivered:
+                return
+            policy = self.session.connection.options.redeliveryPolicy
+            newest = self._delivered[-1]
+            current = newest.get("redeliveryCounter", 0) or 0
+            if current > 0:
+                self._redelivery_delay = _next_delay(policy, self._redelivery_delay)
+            else:
+                self._redelivery_delay = policy.initialRedeliveryDelay
+            oldest = self._delivered[0]
+            for dispatch in self._delivered:
+                _rolled_back(dispatch)
+                self._seen.pop(_message_key(dispatch), None)
+            count = len(self._delivered)
+            maximum = policy.maximumRedeliveries
+            if maximum != -1 and (newest.get("redeliveryCounter", 0) or 0) > maximum:
+                poison = self._ack(newest, POISON_ACK, count, oldest)
+                self.session._send_ack(poison)
+                self._additional_window = max(0, self._additional_window - count)
+                self._redelivery_delay = 0
+                self._delivered_counter -= count
+                self._delivered.clear()
+                return
+            if current > 0:
+                self.session._send_ack(self._ack(newest, REDELIVERED_ACK, count, oldest))
+            again = list(self._delivered)
+            self._delivered_counter -= count
+            self._delivered.clear()
+        if self._buffer.closed:
+            return
+        delay = self._redelivery_delay / 1000
+        self._buffer.set_running(False)
+
+        def redispatch() -> None:
+            if self._buffer.closed:
+                return
+            self._buffer.put_first(again)
+            if self.session.connection.started:
+                self._start()
+
+        if delay > 0:
+            timer = threading.Timer(delay, redispatch)
+            timer.daemon = True
+            timer.start()
         else:
-            body = content
-        counter = dispatch.get("redeliveryCounter", 0)
-        return Message(
-            body=body,
-            object_body=m.type == t.OBJECT_MESSAGE,
-            properties=decode_map(m["marshalledProperties"]) if m["marshalledProperties"] else {},
-            correlation_id=m["correlationId"], type=m["type"],
-            reply_to=destination_of(m["replyTo"]), priority=m.get("priority", 4),
-            persistent=bool(m["persistent"]), message_id=message_id_text(m["messageId"]),
-            destination=destination_of(m["destination"]), timestamp=m.get("timestamp", 0),
-            expiration=m.get("expiration", 0), redelivered=counter > 0, redelivery_counter=counter,
-            _session=self.session, _ack_id=m["messageId"], _consumer=self,
-        )  # fmt: skip
+            redispatch()
 
-    def _ack(self, dispatches: list[Structure], ack_type: int, tx: Structure | None) -> None:
-        ids = [d["message"]["messageId"] for d in dispatches]
-        self.session.connection.oneway(Structure(t.MESSAGE_ACK, {
-            "destination": destination_structure(self.destination), "transactionId": tx,
-            "consumerId": self._cid, "ackType": ack_type, "firstMessageId": ids[0],
-            "lastMessageId": ids[-1], "messageCount": len(ids),
-        }))  # fmt: skip
+    # -- close ----------------------------------------------------------------------------
+
+    def _dispose(self) -> None:
+        """Close locally (Java's dispose): owed acks out, buffers dropped; what the broker
+        is told is up to the caller (a consumer's or its session's RemoveInfo)."""
+        if self.closed:
+            return
+        if not self.session.transacted:
+            self._deliver_acks()
+            if self._auto_batch:
+                self.acknowledge()
+        if not self.session.transacted:
+            with self._delivered_lock:
+                self._delivered.clear()
+        self.closed = True
+        self._listener = None
+        self._buffer.close()
+        self.session._forget(self)
+
+    def _deliver_acks(self) -> None:
+        ack = None
+        with self._delivered_lock:
+            if self._auto_each:
+                if self._delivered:
+                    ack = self._ack(
+                        self._delivered[-1], STANDARD_ACK, len(self._delivered), self._delivered[0]
+                    )
+                    self._delivered.clear()
+                    self._ack_counter = 0
+                else:
+                    ack, self._pending_ack = self._pending_ack, None
+            elif self._pending_ack is not None and self._pending_ack["ackType"] == STANDARD_ACK:
+                ack, self._pending_ack = self._pending_ack, None
+        if ack is not None:
+            self.session._send_ack(ack)
 
     def close(self) -> None:
-        self._listening = False
-        self._flush_acks()
-        self._buffer.put(None)
-        self.session.connection._consumers.pop((self._cid["sessionId"], self._cid["value"]), None)
-        # Prefetched messages after the last one the application saw are not redelivered.
+        if self.closed:
+            return
+        with self._delivered_lock:
+            in_transaction = bool(self._delivered) and self.session._tx is not None
+        if in_transaction:
+            # As the Java client: closed once the transaction ends, so its acks still count.
+            self.session._close_after_transaction(self)
+            self._listener = None
+            return
+        self._close_now()
+
+    def _close_now(self) -> None:
+        self._dispose()
         self.session.connection.oneway(Structure(t.REMOVE_INFO, {
-            "objectId": self._cid, "lastDeliveredSequenceId": self._last_delivered,
+            "objectId": self._cid, "lastDeliveredSequenceId": self.last_delivered_sequence_id,
         }))  # fmt: skip
+
+    # -- messages -------------------------------------------------------------------------
+
+    def _to_message(self, dispatch: Structure) -> Message:
+        return received_message(dispatch, self.session, self)
+
+
+def _message_key(dispatch: Structure) -> str:
+    mid = dispatch["message"]["messageId"]
+    return f"{mid['producerId']}:{mid['producerSequenceId']}"
+
+
+def _rolled_back(dispatch: Structure) -> None:
+    dispatch.fields["redeliveryCounter"] = (dispatch.get("redeliveryCounter", 0) or 0) + 1
+    message = dispatch["message"]
+    message.fields["redeliveryCounter"] = (message.get("redeliveryCounter", 0) or 0) + 1
+
+
+def _next_delay(policy: Any, previous: int) -> int:
+    """RedeliveryPolicy.getNextRedeliveryDelay: the fixed delay, or the previous one times
+    the multiplier under exponential back-off (capped by maximumRedeliveryDelay)."""
+    delay = policy.redeliveryDelay
+    if previous > 0 and policy.useExponentialBackOff and policy.backOffMultiplier > 1:
+        delay = int(previous * policy.backOffMultiplier)
+        if policy.maximumRedeliveryDelay != -1 and delay > policy.maximumRedeliveryDelay:
+            delay = max(policy.maximumRedeliveryDelay, policy.redeliveryDelay)
+    return int(delay)

@@ -1,4 +1,12 @@
-"""Messages as the application sees them, and the acknowledgement modes (SPEC K1)."""
+"""Messages as the application sees them, and the acknowledgement modes (SPEC K1).
+
+Property values keep their Java type both ways: a Python ``int`` travels as a Java long and
+``float`` as a double; ``JavaInt``, ``JavaShort``, ``JavaByte`` and ``JavaFloat`` (ints and
+floats still) say int, short, byte and float, and a received value comes back as the wrapper
+of its type. ``JMSXGroupID`` and ``JMSXGroupSeq`` travel in the message's group fields, as
+the Java client sends them; a redelivered message also has ``JMSXDeliveryCount``, and
+every received one its ``delivery_count``.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 from dovecote.core.destinations import Destination
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.converter import destination_of, message_id_text
 from dovecote.protocol.openwire.primitives import (
+    JavaByte,
+    JavaFloat,
+    JavaInt,
+    JavaShort,
+    decode_map,
+    decode_stream_body,
+    decode_text_body,
     encode_map,
     encode_stream_body,
     encode_text_body,
@@ -18,6 +34,10 @@ from dovecote.protocol.openwire.primitives import (
 if TYPE_CHECKING:
     from dovecote.client.consumer import MessageConsumer
     from dovecote.client.session import Session
+
+__all__ = ["AckMode", "JavaByte", "JavaFloat", "JavaInt", "JavaShort", "Message"]
+
+GROUP_ID, GROUP_SEQ, DELIVERY_COUNT = "JMSXGroupID", "JMSXGroupSeq", "JMSXDeliveryCount"
 
 
 class AckMode(IntEnum):
@@ -51,8 +71,13 @@ class Message:
     redelivered: bool = False
     redelivery_counter: int = 0
     _session: Session | None = field(default=None, repr=False)
-    _ack_id: Structure | None = field(default=None, repr=False)
+    _dispatch: Structure | None = field(default=None, repr=False)
     _consumer: MessageConsumer | None = field(default=None, repr=False)
+
+    @property
+    def delivery_count(self) -> int:
+        """JMSXDeliveryCount: 1 on the first delivery, one more for each redelivery."""
+        return self.redelivery_counter + 1
 
     @property
     def text(self) -> str:
@@ -65,9 +90,10 @@ class Message:
         INDIVIDUAL mode: this message only."""
         if self._session is None:
             return
-        if self._session.ack_mode is AckMode.INDIVIDUAL_ACKNOWLEDGE and self._consumer:
-            self._session.acknowledge_one(self._consumer, self._ack_id)
-        else:
+        mode = self._session.ack_mode
+        if mode is AckMode.INDIVIDUAL_ACKNOWLEDGE and self._consumer and self._dispatch:
+            self._consumer.acknowledge_one(self._dispatch)
+        elif mode is AckMode.CLIENT_ACKNOWLEDGE:
             self._session.acknowledge()
 
 
@@ -90,3 +116,49 @@ def _message_type(message: Message) -> int:
     if isinstance(body, list):
         return t.STREAM_MESSAGE
     return t.OBJECT_MESSAGE if message.object_body else t.BYTES_MESSAGE
+
+
+def header_fields(message: Message) -> dict[str, Any]:
+    """The group fields and marshalled properties of a message to send: the JMSX names the
+    Java client keeps in fields are taken out of the properties."""
+    properties = dict(message.properties)
+    group_id = properties.pop(GROUP_ID, None)
+    group_seq = properties.pop(GROUP_SEQ, None)
+    properties.pop(DELIVERY_COUNT, None)  # set by the receiving client, never sent
+    return {
+        "groupID": None if group_id is None else str(group_id),
+        "groupSequence": int(group_seq or 0),
+        "marshalledProperties": encode_map(properties) if properties else None,
+    }
+
+
+def received_message(dispatch: Structure, session: Session, consumer: MessageConsumer) -> Message:
+    m = dispatch["message"]
+    content = m["content"] or b""
+    body: str | bytes | dict[str, Any] | list[Any]
+    if m.type == t.TEXT_MESSAGE:
+        body = decode_text_body(content) if content else ""
+    elif m.type == t.MAP_MESSAGE:
+        body = decode_map(content) if content else {}
+    elif m.type == t.STREAM_MESSAGE:
+        body = decode_stream_body(content) if content else []
+    else:
+        body = content
+    counter = m.get("redeliveryCounter", 0) or 0
+    properties: dict[str, Any] = (
+        decode_map(m["marshalledProperties"]) if m["marshalledProperties"] else {}
+    )
+    if m["groupID"] is not None:
+        properties[GROUP_ID] = m["groupID"]
+        properties[GROUP_SEQ] = JavaInt(m.get("groupSequence", 0) or 0)
+    if counter:  # as Java's getPropertyNames: listed once redelivered (delivery_count always)
+        properties[DELIVERY_COUNT] = JavaInt(counter + 1)
+    return Message(
+        body=body, object_body=m.type == t.OBJECT_MESSAGE, properties=properties,
+        correlation_id=m["correlationId"], type=m["type"],
+        reply_to=destination_of(m["replyTo"]), priority=m.get("priority", 4),
+        persistent=bool(m["persistent"]), message_id=message_id_text(m["messageId"]),
+        destination=destination_of(m["destination"]), timestamp=m.get("timestamp", 0),
+        expiration=m.get("expiration", 0), redelivered=counter > 0, redelivery_counter=counter,
+        _session=session, _dispatch=dispatch, _consumer=consumer,
+    )  # fmt: skip

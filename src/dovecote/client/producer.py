@@ -8,17 +8,14 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from dovecote.client.message import Message, _content, _message_type
+from dovecote.client.consumer import AnyDestination, split_options
+from dovecote.client.message import Message, _content, _message_type, header_fields
 from dovecote.client.transport import JMSError
-from dovecote.core.destinations import Destination
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.converter import (
     destination_structure,
     message_id_structure,
-)
-from dovecote.protocol.openwire.primitives import (
-    encode_map,
 )
 
 if TYPE_CHECKING:
@@ -28,22 +25,26 @@ WINDOW_WAIT_S = 60.0
 
 
 class MessageProducer:
-    def __init__(self, session: Session, producer_id: int, destination: Destination | None) -> None:
+    def __init__(
+        self, session: Session, producer_id: int, destination: AnyDestination | None
+    ) -> None:
         self.session = session
-        self.destination = destination
+        # Options in a destination's name are the client's, never sent to the broker.
+        self.destination = None if destination is None else split_options(destination)[0]
         self.delivery_persistent = True
         self.priority = 4
         self.time_to_live = 0
         self._seq = itertools.count(1)
         self.window = session.connection.options.producerWindowSize
         self._outstanding = 0
+        self.closed = False
         self._window_free = threading.Condition()
         session.connection._producers[producer_id] = self
         self._pid = Structure(t.PRODUCER_ID, {
             "connectionId": session.connection.connection_id, "value": producer_id,
             "sessionId": session.session_id,
         })  # fmt: skip
-        self.destination_structure = destination_structure(destination)
+        self.destination_structure = destination_structure(self.destination)
         session.connection.request(self._info())
 
     def _info(self) -> Structure:
@@ -52,12 +53,14 @@ class MessageProducer:
             "windowSize": self.window,
         })  # fmt: skip
 
-    def send(self, message: Message | str | bytes, destination: Destination | None = None,
+    def send(self, message: Message | str | bytes, destination: AnyDestination | None = None,
              persistent: bool | None = None, priority: int | None = None,
              time_to_live: int | None = None) -> None:  # fmt: skip
+        if self.closed:
+            raise JMSError("javax.jms.IllegalStateException", "The producer is closed")
         if not isinstance(message, Message):
             message = Message(body=message)
-        target = destination or self.destination
+        target = self.destination if destination is None else split_options(destination)[0]
         if target is None:
             raise JMSError("javax.jms.InvalidDestinationException", "no destination to send to")
         self.session.connection.check_usable(target, "send to")
@@ -79,7 +82,7 @@ class MessageProducer:
             "replyTo": destination_structure(message.reply_to), "timestamp": now,
             "type": message.type,
             "content": _content(body),
-            "marshalledProperties": encode_map(message.properties) if message.properties else None,
+            **header_fields(message),
         }  # fmt: skip
         structure = Structure(code, fields)
         message.message_id = message_id
@@ -104,6 +107,21 @@ class MessageProducer:
                         raise JMSError("javax.jms.JMSException", "producer window never freed")
                 self._outstanding += size
         connection.oneway(structure)
+
+    def _dispose(self) -> None:
+        self.closed = True
+        self.session.connection._producers.pop(self._pid["value"], None)
+
+    def close(self) -> None:
+        """Close the producer; the broker forgets it."""
+        if self.closed:
+            return
+        self._dispose()
+        if self in self.session._producers:
+            self.session._producers.remove(self)
+        self.session.connection.oneway(Structure(t.REMOVE_INFO, {
+            "objectId": self._pid, "lastDeliveredSequenceId": -1,
+        }))  # fmt: skip
 
     def _acked(self, size: int) -> None:
         with self._window_free:

@@ -1,27 +1,38 @@
-"""Session: producers, consumers, browsers, transactions and acknowledgement (SPEC K1)."""
+"""Session: producers, consumers, durable subscribers, browsers, transactions, recover and
+acknowledgement (SPEC K1), as ActiveMQSession does them: acks belong to each consumer's
+delivered messages; a transaction's commit acks them in the transaction, a rollback or
+recover hands them out again locally; closing a session closes everything in it and tells
+the broker once, with the last broker sequence any of its consumers delivered."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from dovecote.client.consumer import MessageConsumer
+from dovecote.client.consumer import (
+    AnyDestination,
+    Empty,
+    MessageConsumer,
+    OptionedDestination,
+    split_options,
+)
 from dovecote.client.message import AckMode, Message
 from dovecote.client.producer import MessageProducer
 from dovecote.client.transport import JMSError
 from dovecote.core.destinations import Destination, DestinationType
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.converter import (
-    destination_structure,
-)
+from dovecote.protocol.openwire.converter import destination_structure
 
 if TYPE_CHECKING:
     from dovecote.client.connection import Connection
 
 BROWSE_TIMEOUT_S = 30.0
+# TransactionInfo.type
+BEGIN, COMMIT_ONE_PHASE, ROLLBACK = 0, 2, 4
 
 
 class Session:
@@ -32,50 +43,136 @@ class Session:
         self.session_id = session_id
         self.transacted = transacted
         self.ack_mode = AckMode.SESSION_TRANSACTED if transacted else ack_mode
-        self._producer_ids = itertools.count(1)
         self._consumer_ids = itertools.count(1)
-        self._tx_ids = itertools.count(1)
         self._tx: Structure | None = None
-        self._delivered: list[tuple[MessageConsumer, Structure]] = []
-        self._lock = threading.Lock()
+        self._consumers: list[MessageConsumer] = []
+        self._producers: list[MessageProducer] = []
+        self._registered: list[MessageConsumer] = []  # consumed in the open transaction
+        self._close_after_tx: list[MessageConsumer] = []
+        self._dispatch_lock = threading.RLock()  # one listener call at a time per session
         self.has_listener = False
+        self.closed = False
         self._in_doubt = False
+        self.last_delivered_sequence_id = -2  # as ActiveMQSession: below any consumer's
         connection.oneway(Structure(t.SESSION_INFO, {"sessionId": self._sid()}))
 
     def _sid(self) -> Structure:
         return Structure(t.SESSION_ID, {"connectionId": self.connection.connection_id,
                                         "value": self.session_id})  # fmt: skip
 
-    @staticmethod
-    def queue(name: str) -> Destination:
-        return Destination(DestinationType.QUEUE, name)
+    def _check_open(self) -> None:
+        if self.closed:
+            raise JMSError("javax.jms.IllegalStateException", "The Session is closed")
 
     @staticmethod
-    def topic(name: str) -> Destination:
-        return Destination(DestinationType.TOPIC, name)
+    def queue(name: str) -> AnyDestination:
+        """A queue; ``name?consumer.prefetchSize=0&consumer.exclusive=true`` sets options of
+        the consumers created on it (they are not part of the name the broker sees)."""
+        return OptionedDestination.parse(DestinationType.QUEUE, name)
 
-    def create_producer(self, destination: Destination | None = None) -> MessageProducer:
+    @staticmethod
+    def topic(name: str) -> AnyDestination:
+        """A topic; options as for ``queue``."""
+        return OptionedDestination.parse(DestinationType.TOPIC, name)
+
+    # -- producers and consumers ---------------------------------------------------------
+
+    def create_producer(self, destination: AnyDestination | None = None) -> MessageProducer:
+        self._check_open()
         # Producer ids are unique per connection, so ProducerAcks find their producer.
-        return MessageProducer(self, next(self.connection._producer_ids), destination)
+        producer = MessageProducer(self, next(self.connection._producer_ids), destination)
+        self._producers.append(producer)
+        return producer
 
-    def create_consumer(self, destination: Destination, selector: str | None = None,
-                        prefetch: int | None = None) -> MessageConsumer:  # fmt: skip
-        self.connection.check_usable(destination, "consume from")
-        return MessageConsumer(self, next(self._consumer_ids), destination, selector, prefetch)
+    def create_consumer(
+        self,
+        destination: AnyDestination,
+        selector: str | None = None,
+        prefetch: int | None = None,
+        *,
+        no_local: bool = False,
+        exclusive: bool = False,
+        priority: int = 0,
+    ) -> MessageConsumer:
+        """A consumer. ``no_local``: not the messages this connection sent (topics);
+        ``exclusive``: the queue's only receiver while it lives; ``priority``: served before
+        lower-priority consumers of the queue."""
+        self._check_open()
+        self.connection.check_usable(split_options(destination)[0], "consume from")
+        return MessageConsumer(
+            self, next(self._consumer_ids), destination, selector, prefetch,
+            no_local=no_local, exclusive=exclusive, priority=priority,
+        )  # fmt: skip
 
-    def browse(self, destination: Destination, selector: str | None = None) -> Iterator[Message]:
-        """A queue browser (SPEC C9): every message now on the queue, none consumed."""
-        prefetch = self.connection.options.prefetchPolicy.queueBrowserPrefetch
+    def create_durable_subscriber(
+        self,
+        topic: AnyDestination,
+        name: str,
+        selector: str | None = None,
+        no_local: bool = False,
+        prefetch: int | None = None,
+    ) -> MessageConsumer:
+        """A durable topic subscription ``name`` of this connection's client id: the broker
+        keeps its messages while no subscriber is connected; the same name reconnects it."""
+        self._check_open()
+        if not self.connection.client_id_set:
+            raise JMSError(
+                "javax.jms.IllegalStateException",
+                "You cannot create a durable subscriber without specifying a unique clientID "
+                "on a Connection",
+            )
+        if not split_options(topic)[0].is_topic:
+            raise JMSError(
+                "javax.jms.InvalidDestinationException", "a durable subscriber needs a topic"
+            )
+        return MessageConsumer(self, next(self._consumer_ids), topic, selector, prefetch,
+                               no_local=no_local, subscription_name=name)  # fmt: skip
+
+    def unsubscribe(self, name: str) -> None:
+        """Delete the durable subscription ``name`` (it must have no active subscriber)."""
+        self._check_open()
+        connection_id = Structure(t.CONNECTION_ID, {"value": self.connection.connection_id})
+        self.connection.request(Structure(t.REMOVE_SUBSCRIPTION_INFO, {
+            "connectionId": connection_id, "subcriptionName": name,
+            "clientId": self.connection.client_id,
+        }))  # fmt: skip
+
+    def browse(self, destination: AnyDestination, selector: str | None = None) -> Iterator[Message]:
+        """A queue browser (SPEC C9): every message now on the queue, none consumed. As the
+        Java QueueBrowser, it sees nothing while the connection is not started."""
+        self._check_open()
         browser = MessageConsumer(self, next(self._consumer_ids), destination, selector,
-                                  prefetch, browser=True)  # fmt: skip
+                                  None, browser=True)  # fmt: skip
         try:
-            while True:
-                dispatch = browser._buffer.get(timeout=BROWSE_TIMEOUT_S)
+            while self.connection.started:
+                try:
+                    dispatch = browser._buffer.get(BROWSE_TIMEOUT_S)
+                except Empty:
+                    return
                 if dispatch is None or dispatch["message"] is None:
                     return
+                browser.last_delivered_sequence_id = dispatch["message"]["messageId"].get(
+                    "brokerSequenceId", -1
+                )
                 yield browser._to_message(dispatch)
         finally:
             browser.close()
+
+    def _forget(self, consumer: MessageConsumer) -> None:
+        if consumer in self._consumers:
+            self._consumers.remove(consumer)
+        cid = consumer.consumer_id
+        self.connection._consumers.pop((cid["sessionId"], cid["value"]), None)
+
+    def _start(self) -> None:
+        for consumer in list(self._consumers):
+            consumer._start()
+
+    def _stop(self) -> None:
+        for consumer in list(self._consumers):
+            consumer._stop()
+        with self._dispatch_lock:
+            pass  # a listener call in progress has returned
 
     # -- transactions ----------------------------------------------------------------------
 
@@ -85,9 +182,9 @@ class Session:
         if self._tx is None:
             connection_id = Structure(t.CONNECTION_ID, {"value": self.connection.connection_id})
             self._tx = Structure(t.LOCAL_TRANSACTION_ID, {
-                "value": next(self._tx_ids), "connectionId": connection_id,
+                "value": next(self.connection._local_tx_ids), "connectionId": connection_id,
             })  # fmt: skip
-            self.connection.oneway(self._tx_info(0))
+            self.connection.oneway(self._tx_info(BEGIN))
         return self._tx
 
     def _tx_info(self, kind: int) -> Structure:
@@ -96,6 +193,12 @@ class Session:
             "transactionId": self._tx, "type": kind,
         })  # fmt: skip
 
+    def _register(self, consumer: MessageConsumer) -> None:
+        """A consumer consumed in the transaction: it acks at commit, redelivers at rollback."""
+        self._transaction_id()
+        if consumer not in self._registered:
+            self._registered.append(consumer)
+
     def _connection_lost(self) -> None:
         """Failover replayed this session: an open transaction died with the old broker."""
         if self._tx is not None:
@@ -103,8 +206,9 @@ class Session:
             self._in_doubt = True
 
     def commit(self) -> None:
+        self._check_open()
         if not self.transacted:
-            raise JMSError("javax.jms.IllegalStateException", "not a transacted session")
+            raise JMSError("javax.jms.IllegalStateException", "Not a transacted session")
         if self._in_doubt:
             self._in_doubt = False
             self.rollback()
@@ -112,55 +216,80 @@ class Session:
                 "javax.jms.TransactionRolledBackException",
                 "the transaction was in doubt after a failover and has been rolled back",
             )
-        self._transaction_id()
-        self._ack_delivered(2)
-        self.connection.request(self._tx_info(2))
-        self._tx = None
+        registered, self._registered = self._registered, []
+        for consumer in registered:
+            consumer.acknowledge()
+        if self._tx is not None:
+            info = self._tx_info(COMMIT_ONE_PHASE)
+            self._tx = None
+            self.connection.request(info)
+        for consumer in registered:
+            consumer._commit()
+        self._after_transaction()
 
     def rollback(self) -> None:
+        self._check_open()
         if not self.transacted:
-            raise JMSError("javax.jms.IllegalStateException", "not a transacted session")
+            raise JMSError("javax.jms.IllegalStateException", "Not a transacted session")
+        self._rollback()
+
+    def _rollback(self) -> None:
+        registered, self._registered = self._registered, []
+        # As the Java client: the delivered messages are acked in the transaction first, the
+        # rollback then undoes those acks with the rest of it.
+        for consumer in registered:
+            consumer.acknowledge()
         if self._tx is not None:
-            self.connection.request(self._tx_info(4))
+            info = self._tx_info(ROLLBACK)
             self._tx = None
-        with self._lock:
-            delivered, self._delivered = self._delivered, []
-        policy = self.connection.options.redeliveryPolicy
-        for consumer, dispatch in reversed(delivered):
-            counter = dispatch.get("redeliveryCounter", 0) + 1
-            if 0 <= policy.maximumRedeliveries < counter:
-                # Redelivery exhausted (R2): a poison ack sends it to the dead-letter queue.
-                consumer._ack([dispatch], 1, None)
-                continue
-            consumer._redeliver_locally(dispatch, policy.delay_ms(counter) / 1000)
+            self.connection.request(info)
+        for consumer in registered:
+            consumer._rollback()
+        self._after_transaction()
+
+    def _close_after_transaction(self, consumer: MessageConsumer) -> None:
+        if consumer not in self._close_after_tx:
+            self._close_after_tx.append(consumer)
+
+    def _after_transaction(self) -> None:
+        closing, self._close_after_tx = self._close_after_tx, []
+        for consumer in closing:
+            consumer._close_now()
 
     # -- acks ------------------------------------------------------------------------------
 
-    def acknowledge(self) -> None:
-        self._ack_delivered(2)
+    def recover(self) -> None:
+        """Hand out again, marked redelivered, every message delivered in this session and
+        not acknowledged, after the redelivery policy's delay (Session.recover())."""
+        self._check_open()
+        if self.transacted:
+            raise JMSError("javax.jms.IllegalStateException", "This session is transacted")
+        for consumer in list(self._consumers):
+            consumer._rollback()
 
-    def acknowledge_one(self, consumer: MessageConsumer, message_id: Structure | None) -> None:
-        with self._lock:
-            match = [
-                d
-                for c, d in self._delivered
-                if c is consumer and d["message"]["messageId"] is message_id
-            ]
-            self._delivered = [(c, d) for c, d in self._delivered if not any(d is m for m in match)]
-        if match:
-            consumer._ack(match, 4, None)
+    def acknowledge(self) -> None:
+        """CLIENT mode: acknowledge every message delivered so far in the session."""
+        self._check_open()
+        for consumer in list(self._consumers):
+            consumer.acknowledge()
+
+    def _send_ack(self, ack: Structure) -> None:
+        self.connection.oneway(ack)
+
+    # -- temporary destinations -------------------------------------------------------------
 
     def create_temporary_queue(self) -> Destination:
         """A queue that lives as long as the connection (D1)."""
-        name = f"{self.connection.connection_id}:{next(self.connection._temp_ids)}"
-        destination = Destination(DestinationType.TEMP_QUEUE, name)
-        self._temp_destination(destination, 0)
-        return destination
+        return self._create_temporary(DestinationType.TEMP_QUEUE)
 
     def create_temporary_topic(self) -> Destination:
         """A topic that lives as long as the connection (D1)."""
+        return self._create_temporary(DestinationType.TEMP_TOPIC)
+
+    def _create_temporary(self, kind: DestinationType) -> Destination:
+        self._check_open()
         name = f"{self.connection.connection_id}:{next(self.connection._temp_ids)}"
-        destination = Destination(DestinationType.TEMP_TOPIC, name)
+        destination = Destination(kind, name)
         self._temp_destination(destination, 0)
         return destination
 
@@ -178,17 +307,42 @@ class Session:
         if watcher is not None:
             (watcher.active.add if operation == 0 else watcher.active.discard)(destination)
 
-    def _ack_delivered(self, ack_type: int) -> None:
-        with self._lock:
-            delivered, self._delivered = self._delivered, []
-        by_consumer: dict[int, list[Structure]] = {}
-        owners: dict[int, MessageConsumer] = {}
-        for consumer, dispatch in delivered:
-            by_consumer.setdefault(id(consumer), []).append(dispatch)
-            owners[id(consumer)] = consumer
-        for key, dispatches in by_consumer.items():
-            owners[key]._ack(dispatches, ack_type, self._tx if self.transacted else None)
+    # -- close -----------------------------------------------------------------------------
+
+    def _dispose(self) -> None:
+        """Close locally (ActiveMQSession.dispose): consumers and producers closed without
+        telling the broker, an open transaction rolled back."""
+        if self.closed:
+            return
+        for consumer in list(self._consumers) + self._close_after_tx:
+            consumer._dispose()
+            self.last_delivered_sequence_id = max(
+                self.last_delivered_sequence_id, consumer.last_delivered_sequence_id
+            )
+        self._consumers.clear()
+        for producer in self._producers:
+            producer._dispose()
+        self._producers.clear()
+        if self._tx is not None:
+            with contextlib.suppress(JMSError, OSError, TimeoutError):
+                self._rollback()
+        self._close_after_tx.clear()
+        self.closed = True
+        if self in self.connection._sessions:
+            self.connection._sessions.remove(self)
 
     def close(self) -> None:
-        if self.transacted and self._tx is not None:
-            self.rollback()
+        """Close the session and everything in it; the broker removes its consumers and
+        producers and redelivers what they had not acknowledged."""
+        if self.closed:
+            return
+        self._dispose()
+        self.connection.oneway(Structure(t.REMOVE_INFO, {
+            "objectId": self._sid(), "lastDeliveredSequenceId": self.last_delivered_sequence_id,
+        }))  # fmt: skip
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

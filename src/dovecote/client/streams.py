@@ -69,6 +69,7 @@ class StreamClient:
 
     def _connect(self) -> None:
         connection = ConnectionFactory(self.url).create_connection()
+        connection.start()
         self._session = connection.create_session()
         self._producer = self._session.create_producer()
         self.connection = connection

@@ -176,6 +176,7 @@ class BrowseReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         with ConnectionFactory(self.url).create_connection() as connection:
+            connection.start()  # a browser sees nothing on a stopped connection
             session = connection.create_session()
             for message in session.browse(self.destination, self.selector):
                 yield to_row(message, self.destination)

@@ -24,8 +24,9 @@ from differ import Target
 
 T = TypeVar("T")
 
-# dovecote configured as ActiveMQ's packaged file is: nothing but its defaults.
-DOVECOTE_CONFIG = ""
+# dovecote configured as ActiveMQ's packaged file is: its defaults, and the scheduler, on
+# in both (SPEC D5: test_scheduler.py).
+DOVECOTE_CONFIG = "[broker]\nscheduler_support = true\n"
 
 
 @dataclass(frozen=True)

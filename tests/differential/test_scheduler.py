@@ -1,0 +1,255 @@
+"""Scheduled delivery (SPEC D5), side by side with ActiveMQ's scheduler (schedulerSupport on
+both): what a client sees of delays, repeats, transactions, bad values, expiry and the
+ActiveMQ.Scheduler.Management destination. Delays are short; outcomes are what arrived, in
+what order, with which properties, never timings to the millisecond."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from differ import Target
+from dovecote.client import Connection, ConnectionFactory, Message
+from dovecote.client.consumer import MessageConsumer
+from dovecote.client.transport import JMSError
+from dovecote.protocol.openwire.primitives import JavaInt
+from stompclient import Client
+
+DELAY, PERIOD, REPEAT = "AMQ_SCHEDULED_DELAY", "AMQ_SCHEDULED_PERIOD", "AMQ_SCHEDULED_REPEAT"
+JOB_ID = "scheduledJobId"
+MANAGEMENT = "ActiveMQ.Scheduler.Management"
+
+
+@contextmanager
+def connected(target: Target) -> Iterator[Connection]:
+    connection = ConnectionFactory(target.url).create_connection()
+    try:
+        connection.start()
+        yield connection
+    finally:
+        connection.close()
+
+
+def drain(consumer: MessageConsumer, timeout: float = 1.5) -> list[Message]:
+    received = []
+    while (message := consumer.receive(timeout)) is not None:
+        received.append(message)
+    return received
+
+
+def schedule_keys(message: Message) -> list[str]:
+    """The scheduling properties a delivered message still carries."""
+    return sorted(k for k in message.properties if k.startswith("AMQ_SCHEDULED") or k == JOB_ID)
+
+
+def delay_holds_back_then_delivers_as_sent(target: Target) -> dict[str, Any]:
+    with connected(target) as conn:
+        session = conn.create_session()
+        queue = session.queue(target.name)
+        consumer = session.create_consumer(queue)
+        sent = Message("later", properties={DELAY: 800, "k": "v"})
+        session.create_producer(queue).send(sent)
+        early = consumer.receive(0.3)
+        [got] = drain(consumer)
+        return {
+            "early": early is not None,
+            "body": got.body,
+            "same id": got.message_id == sent.message_id,
+            "keys": schedule_keys(got),
+            "k": got.properties["k"],
+            "persistent": got.persistent,
+        }
+
+
+def test_delay_holds_back_then_delivers_as_sent(differ: Any) -> None:
+    differ(delay_holds_back_then_delivers_as_sent, {
+        "early": False, "body": "later", "same id": True, "keys": [JOB_ID], "k": "v",
+        "persistent": True,
+    })  # fmt: skip
+
+
+def repeat_gives_n_plus_one_copies_with_new_ids(target: Target) -> dict[str, Any]:
+    with connected(target) as conn:
+        session = conn.create_session()
+        queue = session.queue(target.name)
+        consumer = session.create_consumer(queue)
+        sent = Message("tick", properties={DELAY: 100, PERIOD: 200, REPEAT: JavaInt(2)})
+        session.create_producer(queue).send(sent)
+        copies = drain(consumer)
+        return {
+            "bodies": [m.body for m in copies],
+            "distinct ids": len({m.message_id for m in copies}),
+            "sent id among them": sent.message_id in {m.message_id for m in copies},
+            "job ids": len({m.properties[JOB_ID] for m in copies}),
+            "keys": sorted({k for m in copies for k in schedule_keys(m)}),
+        }
+
+
+def test_repeat_gives_n_plus_one_copies_with_new_ids(differ: Any) -> None:
+    differ(repeat_gives_n_plus_one_copies_with_new_ids, {
+        "bodies": ["tick"] * 3, "distinct ids": 3, "sent id among them": False, "job ids": 1,
+        "keys": [JOB_ID],
+    })  # fmt: skip
+
+
+def repeat_alone_is_not_a_schedule(target: Target) -> list[tuple[str, list[str]]]:
+    with connected(target) as conn:
+        session = conn.create_session()
+        queue = session.queue(target.name)
+        consumer = session.create_consumer(queue)
+        session.create_producer(queue).send(Message("now", properties={REPEAT: JavaInt(3)}))
+        got = consumer.receive(0.4)  # at once: no delay, period or cron
+        assert got is not None
+        return [(str(got.body), schedule_keys(got))]
+
+
+def test_repeat_alone_is_not_a_schedule(differ: Any) -> None:
+    differ(repeat_alone_is_not_a_schedule, [("now", [REPEAT])])
+
+
+def transacted_schedule_starts_at_commit(target: Target) -> list[str]:
+    with connected(target) as conn:
+        session = conn.create_session(transacted=True)
+        queue = session.queue(target.name)
+        producer = session.create_producer(queue)
+        producer.send(Message("rolled back", properties={DELAY: 100}))
+        session.rollback()
+        producer.send(Message("committed", properties={DELAY: 100}))
+        time.sleep(0.8)  # its delay is over: only the commit schedules it
+        reader = conn.create_session()
+        consumer = reader.create_consumer(queue)
+        before = [str(m.body) for m in drain(consumer, 0.3)]
+        session.commit()
+        return before + [str(m.body) for m in drain(consumer)]
+
+
+def test_transacted_schedule_starts_at_commit(differ: Any) -> None:
+    differ(transacted_schedule_starts_at_commit, ["committed"])
+
+
+def bad_values_fail_the_send(target: Target) -> list[tuple[str, bool]]:
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("text", {DELAY: "soon"}),
+        ("double", {DELAY: 1.5}),
+        ("long repeat", {PERIOD: 100, REPEAT: 1}),
+        ("repeat over 1000", {PERIOD: 100, REPEAT: JavaInt(1001)}),
+        ("cron of four fields", {"AMQ_SCHEDULED_CRON": "* * * *"}),
+        ("text numbers", {DELAY: "150", PERIOD: "100", REPEAT: "1"}),
+    ]
+    outcome = []
+    with connected(target) as conn:
+        session = conn.create_session()
+        queue = session.queue(target.name)
+        producer = session.create_producer(queue)
+        consumer = session.create_consumer(queue)
+        for label, props in cases:
+            try:
+                producer.send(Message(label, properties=props))
+                failed = False
+            except JMSError:
+                failed = True
+            outcome.append((label, failed))
+        outcome += [(f"got {m.body}", False) for m in drain(consumer)]
+    return outcome
+
+
+def test_bad_values_fail_the_send(differ: Any) -> None:
+    differ(bad_values_fail_the_send, [
+        ("text", True), ("double", True), ("long repeat", True), ("repeat over 1000", True),
+        ("cron of four fields", True), ("text numbers", False),
+        ("got text numbers", False), ("got text numbers", False),
+    ])  # fmt: skip
+
+
+def stomp_headers_schedule(target: Target) -> list[object]:
+    """Headers are text: read as Java reads numbers. A repeat over the limit is an ERROR
+    frame answering the receipt. (A header that is no number at all differs: ActiveMQ
+    drops the connection without a frame, a NumberFormatException escaping; dovecote
+    answers with an ERROR naming the header. Not compared here.)"""
+    destination = f"/queue/{target.name}"
+    with Client(target.stomp_address) as client:
+        client.subscribe(destination)
+        client.send_raw(destination, "by stomp", {DELAY: "300", "persistent": "true"})
+        got = client.receive()
+        keys = sorted(k for k in got.headers if k.startswith("AMQ_") or k == JOB_ID)
+        client.conn.send(destination, "too many", headers={
+            PERIOD: "100", REPEAT: "1001", "receipt": "too-many"})  # fmt: skip
+        error = client.listener.errors.get(timeout=10)
+        return [got.body, keys, error.headers.get("receipt-id"), error.headers["message"]]
+
+
+def test_stomp_headers_schedule(differ: Any) -> None:
+    differ(stomp_headers_schedule, [
+        "by stomp", [JOB_ID], "too-many", "The scheduled repeat value is too large",
+    ])  # fmt: skip
+
+
+def expiry_counts_from_delivery(target: Target) -> list[object]:
+    """A message whose time to live is shorter than its delay still arrives: the
+    scheduler gives the copy a new timestamp and moves the expiration with it."""
+    with connected(target) as conn:
+        session = conn.create_session()
+        queue = session.queue(target.name)
+        consumer = session.create_consumer(queue)
+        before = int(time.time() * 1000)
+        session.create_producer(queue).send(
+            Message("fresh", properties={DELAY: 700}), time_to_live=300
+        )
+        got = drain(consumer)
+        return [m.body for m in got] + [
+            m.timestamp - before >= 500 and m.expiration - m.timestamp == 300 for m in got
+        ]
+
+
+def test_expiry_counts_from_delivery(differ: Any) -> None:
+    differ(expiry_counts_from_delivery, ["fresh", True])
+
+
+def management_browse_remove_and_remove_all(target: Target) -> dict[str, Any]:
+    """Browse, cancel one and cancel all through ActiveMQ.Scheduler.Management."""
+    tag = uuid.uuid4().hex
+    with connected(target) as conn:
+        session = conn.create_session()
+        queue = session.queue(target.name)
+        producer = session.create_producer(queue)
+        for i in range(3):
+            producer.send(Message(f"m{i}", properties={DELAY: 60_000 + i * 1000, "tag": tag}))
+        replies = session.create_temporary_queue()
+        reply_consumer = session.create_consumer(replies)
+        management = session.create_producer(session.queue(MANAGEMENT))
+
+        def browse() -> list[Message]:
+            management.send(
+                Message(reply_to=replies, properties={"AMQ_SCHEDULER_ACTION": "BROWSE"})
+            )
+            return [m for m in drain(reply_consumer, 1.0) if m.properties.get("tag") == tag]
+
+        first = browse()
+        view = [(m.body, m.type, m.persistent, m.properties[DELAY]) for m in first]
+        management.send(Message(properties={"AMQ_SCHEDULER_ACTION": "REMOVE",
+                                             JOB_ID: first[1].properties[JOB_ID]}))  # fmt: skip
+        after_remove = [m.body for m in browse()]
+        management.send(Message(properties={"AMQ_SCHEDULER_ACTION": "REMOVEALL"}))
+        after_remove_all = [m.body for m in browse()]
+        nothing_routed = session.create_consumer(session.queue(MANAGEMENT)).receive(0.3)
+        return {
+            "browsed": view,
+            "ids distinct": len({m.properties[JOB_ID] for m in first}),
+            "after remove": after_remove,
+            "after remove all": after_remove_all,
+            "management queue holds": nothing_routed,
+        }
+
+
+def test_management_browse_remove_and_remove_all(differ: Any) -> None:
+    differ(management_browse_remove_and_remove_all, {
+        "browsed": [("m0", "Advisory", False, 60_000), ("m1", "Advisory", False, 61_000),
+                    ("m2", "Advisory", False, 62_000)],
+        "ids distinct": 3,
+        "after remove": ["m0", "m2"],
+        "after remove all": [],
+        "management queue holds": None,
+    })  # fmt: skip

@@ -50,11 +50,16 @@ def accepts(port: int) -> bool:
 
 @contextmanager
 def running_activemq(
-    base: Path | None = None, openwire_port: int = 0, scheduler_support: bool = False
+    base: Path | None = None,
+    openwire_port: int = 0,
+    scheduler_support: bool = False,
+    topic_pending_limit: int | None = None,
 ) -> Iterator[ActiveMQ]:
     """Start ActiveMQ; with ``base`` (kept afterwards) and a fixed port a test can kill it
     and start it again on the same store. ``scheduler_support`` turns on its scheduler
-    (the ``schedulerSupport`` attribute of ``<broker>``, off in the packaged file)."""
+    (the ``schedulerSupport`` attribute of ``<broker>``, off in the packaged file);
+    ``topic_pending_limit`` gives topics a constantPendingMessageLimitStrategy (ActiveMQ's
+    distribution has one of 1000; the packaged file none)."""
     keep = base is not None
     base = base or Path(tempfile.mkdtemp(prefix="dovecote-amq-"))
     try:
@@ -80,6 +85,14 @@ def running_activemq(
             "</policyEntries></policyMap></destinationPolicy>\n<persistenceAdapter>",
             1,
         )
+        if topic_pending_limit is not None:
+            xml = xml.replace(
+                "</policyEntries>",
+                '<policyEntry topic=">"><pendingMessageLimitStrategy>'
+                f'<constantPendingMessageLimitStrategy limit="{topic_pending_limit}"/>'
+                "</pendingMessageLimitStrategy></policyEntry></policyEntries>",
+                1,
+            )
         if scheduler_support:
             xml = xml.replace("<broker ", '<broker schedulerSupport="true" ', 1)
         conf.write_text(xml)

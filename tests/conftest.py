@@ -14,8 +14,9 @@ from brokers import BrokerProcess, running_broker
 from stompclient import Client
 
 # Destination policies the conformance suite relies on: individual DLQs for "indiv.>" queues,
-# a quick expiry sweep, 1 MiB frames, 200 ms heart-beats, and a low broker-side redelivery
-# limit for "short.>" queues.
+# a quick expiry sweep, 1 MiB frames, 200 ms heart-beats, a low broker-side redelivery
+# limit for "short.>" queues, and a pending limit on topics (ActiveMQ's distribution sets
+# one; a subscriber's own lower limit takes effect only where one is set).
 CONFORMANCE_CONFIG = """
 [stomp]
 max_frame_size = 1048576
@@ -31,6 +32,11 @@ dead_letter = "individual"
 [[policy.entries]]
 pattern = "short.>"
 maximum_redeliveries = 2
+
+[[policy.entries]]
+pattern = ">"
+queues = false
+pending_message_limit = 1000
 """
 
 

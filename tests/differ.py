@@ -25,3 +25,11 @@ class Target:
     @property
     def stomp_address(self) -> tuple[str, int]:
         return ("127.0.0.1", self.stomp_port)
+
+
+@dataclass(frozen=True)
+class Peers:
+    """The two brokers of the suite: (OpenWire port, STOMP port) of each."""
+
+    dovecote: tuple[int, int]
+    activemq: tuple[int, int]

@@ -17,12 +17,13 @@ def test_selector_picks_matching_messages(connect: Connect, name: str) -> None:
     producer.send(f"/queue/{name}", "r-heavy", color="red", weight="5")
     producer.send(f"/queue/{name}", "b-heavy", color="blue", weight="5")
     producer.send(f"/queue/{name}", "r-light", color="red", weight="1")
-    # STOMP header values are strings: "5" > 2 compares a string with a number, which JMS
-    # selectors treat as unknown, so only typed properties match numerically.
+    # STOMP header values are strings, and ActiveMQ's STOMP reads one compared with a number
+    # as a number ("5" > 2): the heavy red one matches.
+    assert reds.receive().body == "r-heavy"
     assert reds.nothing_more()
     rest = connect()
     rest.subscribe(f"/queue/{name}", selector="color = 'red' OR color LIKE 'bl%'")
-    assert sorted(m.body for m in rest.receive_n(3)) == ["b-heavy", "r-heavy", "r-light"]
+    assert sorted(m.body for m in rest.receive_n(2)) == ["b-heavy", "r-light"]
 
 
 def test_selector_on_headers(connect: Connect, name: str) -> None:

@@ -20,25 +20,28 @@ import pytest
 
 from activemq import running_activemq
 from brokers import running_broker
-from differ import Target
+from differ import Peers, Target
 
 T = TypeVar("T")
 
-# dovecote configured as ActiveMQ's packaged file is: its defaults, and the scheduler, on
-# in both (SPEC D5: test_scheduler.py).
-DOVECOTE_CONFIG = "[broker]\nscheduler_support = true\n"
+# dovecote configured as the ActiveMQ beside it: its defaults, and the pending limit on
+# topics that ActiveMQ's distribution sets (a subscriber's own limit needs one); and the
+# scheduler, on in both (SPEC D5: test_scheduler.py).
+DOVECOTE_CONFIG = """
+[broker]
+scheduler_support = true
 
-
-@dataclass(frozen=True)
-class Peers:
-    dovecote: tuple[int, int]
-    activemq: tuple[int, int]
+[[policy.entries]]
+pattern = ">"
+queues = false
+pending_message_limit = 1000
+"""
 
 
 @pytest.fixture(scope="session")
 def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
     with (
-        running_activemq(scheduler_support=True) as amq,
+        running_activemq(scheduler_support=True, topic_pending_limit=1000) as amq,
         running_broker(DOVECOTE_CONFIG, workdir=tmp_path_factory.mktemp("differential")) as ours,
     ):
         yield Peers((ours.openwire_port, ours.stomp_port), (amq.openwire_port, amq.stomp_port))

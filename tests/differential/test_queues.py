@@ -8,6 +8,7 @@ from dovecote.client import AckMode, ConnectionFactory
 
 def sends_arrive_in_order_once(target: Target) -> list[tuple[str, bool]]:
     with ConnectionFactory(target.url).create_connection() as conn:
+        conn.start()
         session = conn.create_session()
         queue = session.queue(target.name)
         producer = session.create_producer(queue)
@@ -28,6 +29,7 @@ def client_ack_close_after_two_of_three(target: Target) -> list[tuple[str, bool]
     """A client-ack consumer receives two of three prefetched messages and closes without
     acking: the two it saw come back redelivered, the third as it was."""
     with ConnectionFactory(target.url).create_connection() as conn:
+        conn.start()
         session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
         queue = session.queue(target.name)
         producer = session.create_producer(queue)

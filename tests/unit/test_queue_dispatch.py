@@ -56,6 +56,46 @@ def test_round_robin_across_consumers_with_room() -> None:
     assert got_a == ["m0", "m2", "m4"] and got_b == ["m1", "m3", "m5"]
 
 
+def test_round_robin_holds_across_passes_of_one_message() -> None:
+    """A producer sending one message at a time makes a pass per message: the turn goes on
+    from where the last pass left it (ActiveMQ 10/10; a turn per pass gave 20/0)."""
+    q = Queue(Q)
+    a, got_a = make_consumer(1, prefetch=100)
+    b, got_b = make_consumer(2, prefetch=100)
+    q.add_consumer(a)
+    q.add_consumer(b)
+    for i in range(20):
+        q.enqueue(Message(f"m{i}", Q))
+        q.dispatch(0)
+    assert len(got_a) == 10 and len(got_b) == 10
+    assert got_a == [f"m{i}" for i in range(0, 20, 2)]
+
+
+def test_new_groups_are_shared_out_in_turn_across_passes() -> None:
+    q = Queue(Q)
+    a, got_a = make_consumer(1, prefetch=100)
+    b, got_b = make_consumer(2, prefetch=100)
+    q.add_consumer(a)
+    q.add_consumer(b)
+    for i in range(8):
+        q.enqueue(Message(f"m{i}", Q, group_id=f"g{i % 4}"))
+        q.dispatch(0)
+    assert got_a == ["m0", "m2", "m4", "m6"] and got_b == ["m1", "m3", "m5", "m7"]
+
+
+def test_the_turn_keeps_higher_priority_consumers_first() -> None:
+    q = Queue(Q)
+    low, got_low = make_consumer(1, prefetch=2, priority=1)
+    high_a, got_a = make_consumer(2, prefetch=2, priority=5)
+    high_b, got_b = make_consumer(3, prefetch=2, priority=5)
+    for c in (low, high_a, high_b):
+        q.add_consumer(c)
+    for i in range(6):
+        q.enqueue(Message(f"m{i}", Q))
+        q.dispatch(0)
+    assert got_a == ["m0", "m2"] and got_b == ["m1", "m3"] and got_low == ["m4", "m5"]
+
+
 def test_highest_priority_first_then_fifo() -> None:
     q = Queue(Q)
     for i, priority in enumerate([4, 9, 0, 9, 4]):

@@ -72,6 +72,12 @@ CASES = [
     ("s = 5", False),
     ("s > 1", False),
     ("NOT (s = 5)", True),
+    ("s <> 5", True),  # <> is NOT of =: values that cannot be compared are unequal
+    ("t <> 1", True),
+    ("1 = missing", False),  # an absent right side is FALSE, an absent left one UNKNOWN
+    ("NOT (1 = missing)", True),
+    ("missing <> 1", False),
+    ("missing = nothing", True),  # two absent sides are equal (ActiveMQ's EqualsExpression)
     ("t = 1", False),
     ("s + 1 = 2", False),
     # NULL: three-valued logic
@@ -165,6 +171,36 @@ def test_headers_come_from_the_lookup_like_properties() -> None:
 
     assert compile_selector("JMSDeliveryMode = 'PERSISTENT'").matches(lookup)  # type: ignore[arg-type]
     assert seen == ["JMSDeliveryMode"]
+
+
+STRINGS = {"ns": "5", "nf": "2.5", "nb": "true", "big": "3000000000", "nx": "5x", "s": "abc"}
+CONVERTED = [  # (selector, with the prefix, without it)
+    ("ns > 1", True, False),
+    ("ns = 5", True, False),
+    ("ns <> 5", False, True),
+    ("ns BETWEEN 1 AND 9", True, False),
+    ("ns = 5.0", True, False),  # read as a double
+    ("nf > 2.0", True, False),
+    ("nf > 2", False, False),  # "2.5" is no Integer
+    ("nb = TRUE", True, False),
+    ("nx > 1", False, False),
+    ("nx <> 1", True, True),
+    ("big > 1", False, False),  # past an Integer's range, as the literal 1 is one
+    ("big >= 3000000000", True, False),  # a Long literal reads it as a Long
+    ("s = 'abc'", True, True),  # strings with strings as ever
+    ("5 < ns + 1", False, False),  # arithmetic does not convert
+]
+
+
+@pytest.mark.parametrize(("selector", "converted", "plain"), CONVERTED)
+def test_strings_read_as_numbers_behind_the_stomp_prefix(
+    selector: str, converted: bool, plain: bool
+) -> None:
+    """What ActiveMQ's STOMP does: every header is a string, and its SUBSCRIBE puts
+    ``convert_string_expressions:`` before the selector; without it a string is no number."""
+    with_prefix = compile_selector("convert_string_expressions:" + selector)
+    assert with_prefix.matches(STRINGS.get) is converted
+    assert compile_selector(selector).matches(STRINGS.get) is plain
 
 
 def test_booleans_are_not_numbers() -> None:

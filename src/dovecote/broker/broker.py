@@ -27,13 +27,14 @@ from dovecote.broker.connection import (
     LocalTransaction,
     Origin,
 )
-from dovecote.broker.consumer import Consumer, DispatchSink, Entry, release_all
+from dovecote.broker.consumer import Consumer, DispatchSink, Entry, handed_over, release_all
 from dovecote.broker.plugins import BrokerPlugin, PluginChain
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.queue import Queue
 from dovecote.broker.regions import Regions, log_failure, now_ms
-from dovecote.broker.topic import TopicSubscription
+from dovecote.broker.topic import TopicSubscription, pending_limit
 from dovecote.core.commands import (
+    LAST_DELIVERED_UNKNOWN,
     Command,
     ConnectionInfo,
     ConsumerInfo,
@@ -146,8 +147,11 @@ class Broker:
     def connections(self) -> Iterator[ConnectionState]:
         return iter(self._connections.values())
 
-    async def remove_connection(self, connection_id: ConnectionId) -> None:
-        """Close a connection and all it owns; safe to call for an unknown connection."""
+    async def remove_connection(
+        self, connection_id: ConnectionId, last_delivered: int = LAST_DELIVERED_UNKNOWN
+    ) -> None:
+        """Close a connection and all it owns; safe to call for an unknown connection.
+        ``last_delivered`` as in RemoveInfo (unknown when the connection was lost)."""
         state = self._connections.pop(connection_id, None)
         if state is None:
             return
@@ -159,7 +163,7 @@ class Broker:
             tx = state.transactions.pop(transaction_id)
             await self.regions.rollback(tx, True, self._consumers)
         for origin, entries in returned:
-            await self.regions.redeliver(origin, entries)
+            await self._give_back(origin, entries, last_delivered)
         for destination in list(state.temp_destinations):
             await self._remove_destination(destination)
 
@@ -209,12 +213,12 @@ class Broker:
             case SessionId():
                 state.sessions.discard(object_id)
                 for consumer_id in [c for c in state.consumers if c.session_id == object_id]:
-                    await self._remove_consumer(state, consumer_id)
+                    await self._remove_consumer(state, consumer_id, last_delivered)
                 state.producers = {
                     p: d for p, d in state.producers.items() if p.session_id != object_id
                 }
             case ConnectionId():
-                await self.remove_connection(object_id)
+                await self.remove_connection(object_id, last_delivered)
 
     # -- destinations ----------------------------------------------------------------------
 
@@ -413,10 +417,10 @@ class Broker:
         elif info.subscription_name:
             record = ConsumerRecord(consumer, await self._attach_durable(state, consumer))
         else:
-            # The consumer's own maximumPendingMessageLimit wins over the policy's (D4).
-            limit = info.maximum_pending_message_limit
-            if limit <= 0:
-                limit = self.settings.policies.for_destination(destination).pending_message_limit
+            limit = pending_limit(
+                self.settings.policies.for_destination(destination).pending_message_limit,
+                info.maximum_pending_message_limit,
+            )
             sub = TopicSubscription(destination, consumer, pending_limit=limit)
             record = ConsumerRecord(consumer, self.regions.add_topic_subscription(sub))
         self._consumers[info.consumer_id] = record
@@ -464,17 +468,24 @@ class Broker:
         await self.store.write([RemoveSubscription(sub.durable.destination, client_id, name)])
 
     async def _remove_consumer(
-        self, state: ConnectionState, consumer_id: ConsumerId, last_delivered: int = -1
+        self,
+        state: ConnectionState,
+        consumer_id: ConsumerId,
+        last_delivered: int = LAST_DELIVERED_UNKNOWN,
     ) -> None:
         origin, returned = self._detach_consumer(state, consumer_id)
-        if last_delivered >= 0:
-            # Prefetched but never seen by the application: back in place, not redelivered.
-            unseen = [e for e in returned if e.seq > last_delivered]
-            if unseen and origin is not None:
-                origin.requeue(unseen)
-            returned = [e for e in returned if e.seq <= last_delivered]
-        await self.regions.redeliver(origin, returned)
+        await self._give_back(origin, returned, last_delivered)
         await self.regions.dispatch(origin)
+
+    async def _give_back(self, origin: Origin, entries: list[Entry], last_delivered: int) -> None:
+        """Return a leaving consumer's messages: those its application was handed are
+        redelivered (counted), those it only prefetched go back in place as they were."""
+        if origin is None or not entries:
+            return
+        seen, unseen = handed_over(entries, last_delivered, isinstance(origin, Queue))
+        if unseen:
+            origin.requeue(unseen)
+        await self.regions.redeliver(origin, seen)
 
     def _detach_consumer(
         self, state: ConnectionState, consumer_id: ConsumerId

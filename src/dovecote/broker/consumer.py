@@ -12,7 +12,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from dovecote.broker.usage import TempStore, Usage
-from dovecote.core.commands import AckType, ConsumerInfo, MessageAck, MessageDispatch
+from dovecote.core.commands import (
+    LAST_DELIVERED_UNKNOWN,
+    AckType,
+    ConsumerInfo,
+    MessageAck,
+    MessageDispatch,
+)
 from dovecote.core.errors import BrokerError
 from dovecote.core.message import Message
 from dovecote.core.selector import Selector, compile_selector
@@ -217,3 +223,23 @@ class Consumer:
         for entry in taken:
             entry.window_freed = False
         return taken
+
+
+def handed_over(
+    entries: list[Entry], last_delivered: int, queue: bool
+) -> tuple[list[Entry], list[Entry]]:
+    """Split a leaving consumer's entries (in dispatch order) into those its application
+    was handed and those it only prefetched, by the RemoveInfo's last delivered sequence,
+    as ActiveMQ does: for a queue, everything up to the entry of that sequence (none when
+    no entry has it); for a durable subscription, every sequence up to it (0: all)."""
+    if last_delivered == LAST_DELIVERED_UNKNOWN:
+        return entries, []
+    if queue:
+        for i, entry in enumerate(entries):
+            if entry.seq == last_delivered:
+                return entries[: i + 1], entries[i + 1 :]
+        return [], entries
+    if last_delivered == 0:
+        return entries, []
+    seen = [e for e in entries if e.seq <= last_delivered]
+    return seen, [e for e in entries if e.seq > last_delivered]

@@ -184,6 +184,10 @@ class Queue:
         # (Per message below: the common case, consumers without selectors or noLocal and
         # messages without groups, skips the choice.)
         takes_all = all(c.takes_all for c in candidates)
+        # Round robin outlives the pass: the consumer list itself turns, as ActiveMQ's does,
+        # or a producer sending one message at a time (a pass each) would feed the first
+        # consumer only. An exclusive consumer takes everything: nothing to turn.
+        rotating = len(self.consumers) > 1 and not candidates[0].info.exclusive
         for priority in _PRIORITIES:
             bucket = self._pending[priority]
             if not bucket:
@@ -210,6 +214,8 @@ class Queue:
                 self.stats.dispatched += 1
                 if consumer.deliver(entry):
                     result.settled.append(entry)
+                if rotating:
+                    self._to_back(consumer)
                 if consumer.room <= 0:
                     candidates.remove(consumer)
                     if not candidates:
@@ -227,6 +233,17 @@ class Queue:
             if not candidates or not self._pending_count:
                 break
         return result
+
+    def _to_back(self, consumer: Consumer) -> None:
+        """Move a consumer that was just given a message behind the others of its priority
+        (higher consumer priority first)."""
+        consumers = self.consumers
+        if consumers[-1] is consumer:
+            return
+        consumers.remove(consumer)
+        consumers.append(consumer)
+        if self._mixed_priorities:
+            consumers.sort(key=_by_consumer_priority)
 
     def _candidates(self) -> list[Consumer]:
         exclusive = [c for c in self.consumers if c.info.exclusive]

@@ -52,10 +52,21 @@ class TopicSubscription:
         return self.selector is None or self.selector.matches(message.selector_value)
 
     def offer(self, entry: Entry) -> Entry | None:
-        """Queue an entry; returns the oldest entry dropped by the pending limit (SPEC D4)."""
-        self.pending.append(entry)
-        if self.durable is None and 0 <= self.pending_limit < len(self.pending):
-            return self.pending.popleft()
+        """Queue an entry; returns the oldest entry dropped by the pending limit (SPEC D4).
+        The limit counts what waits beyond the consumer's prefetch window, as ActiveMQ's
+        does: what the window can take now is dispatched, never discarded."""
+        pending = self.pending
+        pending.append(entry)
+        limit = self.pending_limit
+        if self.durable is None and 0 <= limit < len(pending):
+            consumer = self.consumer
+            window = consumer.room if consumer is not None else 0
+            if window <= 0:
+                return pending.popleft()
+            if len(pending) > limit + window:
+                dropped = pending[window]
+                del pending[window]
+                return dropped
         return None
 
     def dispatch(self, now_ms: int) -> Dispatched:
@@ -99,3 +110,12 @@ class TopicSubscription:
             keep = [e for e in self.pending if not e.message.is_expired(expired_at)]
             self.pending = deque(keep)
         return removed
+
+
+def pending_limit(policy: int, consumer: int) -> int:
+    """A non-durable subscriber's pending limit (SPEC D4), as ActiveMQ sets it: only where
+    its destination's policy has one, and there the consumer's own
+    (maximumPendingMessageLimit) when lower; -1 for none."""
+    if policy < 0:
+        return -1
+    return consumer if 0 < consumer < policy else policy

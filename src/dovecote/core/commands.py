@@ -171,14 +171,23 @@ class TransactionInfo:
     itself (the JMS client)."""
 
 
+LAST_DELIVERED_UNKNOWN = -2
+"""RemoveInfo: nothing is known of what the application saw (a connection lost, a STOMP
+unsubscribe): every message in flight comes back counted as redelivered."""
+LAST_DELIVERED_UNSET = -1
+"""RemoveInfo: the application saw nothing: every message in flight comes back as it was."""
+
+
 @dataclass(frozen=True, slots=True)
 class RemoveInfo:
     """Close a connection, session, consumer or producer."""
 
     object_id: ConnectionId | SessionId | ConsumerId | ProducerId
-    last_delivered_sequence: int = -1
-    """For a consumer: the dispatch sequence of the last message its application saw; those
-    dispatched after it come back without a redelivery count (-1: count them all)."""
+    last_delivered_sequence: int = LAST_DELIVERED_UNKNOWN
+    """For what closes with consumers: the dispatch sequence of the last message the
+    application was handed (the highest of its consumers' for a session or connection).
+    Only what was dispatched up to it counts as redelivered; the rest was prefetched and
+    never seen, and comes back unmarked (SPEC R1, as ActiveMQ's RemoveInfo)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,10 @@ class Destination:
     _composite: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if "?" in self.name:
+            # Options after a "?" (``orders?consumer.prefetchSize=0``) are the client's to
+            # apply: like ActiveMQ, the destination is the name before them.
+            object.__setattr__(self, "name", self.name[: self.name.index("?")].strip())
         if not self.name:
             raise InvalidDestinationError(f"empty {self.type} name")
         # A key of several lookups per message. The generated hash is interpreted Python

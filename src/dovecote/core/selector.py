@@ -8,9 +8,11 @@ AND/OR/NOT follow the three-valued truth tables. A message matches only when the
 expression is TRUE.
 
 Where JMS leaves room, ActiveMQ's choices hold: comparing values of different types (a
-string with a number, a boolean with a number) is FALSE, not an error; strings and booleans
-may be ordered among themselves; a string property is never converted to a number; integer
-division truncates, and division by zero is UNKNOWN. ``matches`` never raises.
+string with a number, a boolean with a number) is FALSE, not an error, and ``<>`` is NOT of
+``=`` (so TRUE for them); strings and booleans may be ordered among themselves; a string
+property is converted to a number only behind ``convert_string_expressions:`` (STOMP's
+selectors); integer division truncates, and division by zero is UNKNOWN. ``matches`` never
+raises.
 
 Precedence, loosest first: OR, AND, NOT, comparison/BETWEEN/IN/LIKE/IS, + -, * /, unary.
 """
@@ -146,27 +148,93 @@ def _not(inner: Node) -> Node:
     return node
 
 
-_COMPARE: Final[dict[str, Callable[[object, object], bool]]] = {
-    "=": lambda a, b: a == b,
-    "<>": lambda a, b: a != b,
-    "!=": lambda a, b: a != b,
+_ORDER: Final[dict[str, Callable[[object, object], bool]]] = {
     "<": lambda a, b: a < b,  # type: ignore[operator]
     "<=": lambda a, b: a <= b,  # type: ignore[operator]
     ">": lambda a, b: a > b,  # type: ignore[operator]
     ">=": lambda a, b: a >= b,  # type: ignore[operator]
 }
+_EQUALITY: Final = frozenset({"=", "<>", "!="})
+
+CONVERT_STRINGS_PREFIX: Final = "convert_string_expressions:"
+"""Before a selector: a string compared with a number or a boolean is read as one (what
+ActiveMQ's STOMP puts before every subscription's selector, its headers being strings)."""
+
+_JAVA_INTEGER: Final = re.compile(r"[+-]?\d+")
+_JAVA_DOUBLE: Final = re.compile(
+    r"[+-]?(?:NaN|Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)[fFdD]?"
+)
 
 
-def _compare(op: str, left: Node, right: Node) -> Node:
-    test = _COMPARE[op]
+def _from_string(text: str, like: Value) -> Value:
+    """A string read as the type of the value it is compared with, as Java's valueOf of that
+    type reads it (a literal within 32 bits is an Integer); None when it cannot be."""
+    if isinstance(like, bool):
+        return text.lower() == "true"
+    if isinstance(like, int):
+        if _JAVA_INTEGER.fullmatch(text) is None:
+            return None
+        bound = 2**31 if -(2**31) <= like < 2**31 else 2**63
+        n = int(text)
+        return n if -bound <= n < bound else None
+    if isinstance(like, float):
+        text = text.strip()
+        if _JAVA_DOUBLE.fullmatch(text) is None:
+            return None
+        return float(text.rstrip("fFdD").replace("Infinity", "inf"))
+    return None
+
+
+def _converted(a: Value, b: Value) -> tuple[Value, Value] | None:
+    """Two values of different types made comparable by reading the string one as the
+    other's type; None when neither is a string or the string does not read."""
+    if isinstance(a, str) and not isinstance(b, str | bytes):
+        a = _from_string(a, b)
+    elif isinstance(b, str) and not isinstance(a, str | bytes):
+        b = _from_string(b, a)
+    else:
+        return None
+    if a is None or b is None or not _comparable(a, b):
+        return None
+    return a, b
+
+
+def _compare(op: str, left: Node, right: Node, convert: bool = False) -> Node:
+    if op in _EQUALITY:
+        return _equal(left, right, convert, negated=op != "=")
+    test = _ORDER[op]
 
     def node(get: Lookup) -> Value:
         a, b = left(get), right(get)
         if a is None or b is None:
             return None
         if not _comparable(a, b):
-            return False
+            pair = _converted(a, b) if convert else None
+            if pair is None:
+                return False
+            a, b = pair
         return test(a, b)
+
+    return node
+
+
+def _equal(left: Node, right: Node, convert: bool, negated: bool) -> Node:
+    """``=``, and ``<>`` as NOT of it (so values of types that cannot be compared are
+    unequal: TRUE), as ActiveMQ has them: an absent left side is UNKNOWN, an absent right
+    side (with the left present) FALSE, and two absent sides are equal."""
+
+    def node(get: Lookup) -> Value:
+        a, b = left(get), right(get)
+        if a is None or b is None:
+            if a is None and b is not None:
+                return None
+            equal = a is None and b is None
+        elif _comparable(a, b):
+            equal = a == b
+        else:
+            pair = _converted(a, b) if convert else None
+            equal = pair is not None and pair[0] == pair[1]
+        return equal != negated
 
     return node
 
@@ -226,10 +294,11 @@ def _like_regex(pattern: str, escape: str | None) -> re.Pattern[str]:
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, convert: bool = False) -> None:
         self.text = text
         self.tokens = _tokenize(text)
         self.i = 0
+        self.convert = convert
 
     @property
     def tok(self) -> _Token:
@@ -280,9 +349,9 @@ class _Parser:
     def predicate(self) -> Node:
         left = self.sum()
         kind = self.tok.kind
-        if kind in _COMPARE:
+        if kind in _ORDER or kind in _EQUALITY:
             self.i += 1
-            return _compare(kind, left, self.sum())
+            return _compare(kind, left, self.sum(), self.convert)
         if kind == "IS":
             self.i += 1
             negated = self.take("NOT") is not None
@@ -294,7 +363,9 @@ class _Parser:
             low = self.sum()
             self.expect("AND", "AND in BETWEEN")
             high = self.sum()
-            node = _and(_compare(">=", left, low), _compare("<=", left, high))
+            node = _and(
+                _compare(">=", left, low, self.convert), _compare("<=", left, high, self.convert)
+            )
         elif self.take("IN"):
             node = self.in_list(left)
         elif self.take("LIKE"):
@@ -411,6 +482,8 @@ class Selector:
 @lru_cache(maxsize=1024)
 def compile_selector(text: str) -> Selector:
     """Parse a selector; raises InvalidSelectorError naming the problem and position."""
-    if not text.strip():
+    convert = text.startswith(CONVERT_STRINGS_PREFIX)
+    expression = text[len(CONVERT_STRINGS_PREFIX) :] if convert else text
+    if not expression.strip():
         raise InvalidSelectorError(text, "empty selector")
-    return Selector(text, _Parser(text).parse())
+    return Selector(text, _Parser(expression, convert).parse())

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from dovecote.core.commands import (
+    LAST_DELIVERED_UNKNOWN,
     AckType,
     Command,
     ConnectionInfo,
@@ -383,7 +384,9 @@ class OpenWireConverter:
 
     def _keep_alive(self, s: Structure) -> OpenWireRequest:
         if s["responseRequired"]:
-            reply = Structure(t.KEEP_ALIVE_INFO, {"commandId": next(self._command_ids)})
+            # ActiveMQ's inactivity monitor sends the same KeepAliveInfo back, its command id
+            # kept and no response asked: the echo is the answer a client waits for.
+            reply = Structure(t.KEEP_ALIVE_INFO, {"commandId": s["commandId"]})
             return OpenWireRequest(reply=reply)
         return OpenWireRequest()
 
@@ -395,15 +398,15 @@ class OpenWireConverter:
         obj = s["objectId"]
         if obj is None:
             raise RemoteProtocolError("RemoveInfo names nothing")
+        last = s.get("lastDeliveredSequenceId", LAST_DELIVERED_UNKNOWN)
         match obj.type:
             case t.CONNECTION_ID:
-                return OpenWireRequest((RemoveInfo(self.connection_id),))
+                return OpenWireRequest((RemoveInfo(self.connection_id, last),))
             case t.SESSION_ID:
-                return OpenWireRequest((RemoveInfo(self._session(obj)),))
+                return OpenWireRequest((RemoveInfo(self._session(obj), last),))
             case t.CONSUMER_ID:
                 consumer_id = self.consumer_id_of(obj)
                 self.consumer_structures.pop(consumer_id, None)
-                last = s.get("lastDeliveredSequenceId", -1)
                 return OpenWireRequest((RemoveInfo(consumer_id, last),))
             case t.PRODUCER_ID:
                 producer_id = self._producer(obj)

@@ -53,6 +53,7 @@ from dovecote.core.errors import (
 )
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
 from dovecote.core.message import BodyType, Message, PropertyValue
+from dovecote.core.selector import CONVERT_STRINGS_PREFIX
 from dovecote.protocol.stomp.frames import Frame, encode_frame, escape_header
 from dovecote.protocol.stomp.message_frames import (
     has_temporary,
@@ -286,7 +287,7 @@ class StompConverter:
             prefetch_size=_int_header(
                 frame.header_dict(), "activemq.prefetchSize", default_prefetch, 0, None
             ),
-            selector=frame.get("selector") or None,
+            selector=_stomp_selector(frame.get("selector")),
             no_local=_bool_header(frame, "activemq.noLocal"),
             exclusive=_bool_header(frame, "activemq.exclusive"),
             subscription_name=durable_name,
@@ -585,6 +586,14 @@ def _int_header(
         upper = f" to {high}" if high is not None else " or more"
         raise RemoteProtocolError(f"header {name!r} must be {low}{upper}, got {value}")
     return value
+
+
+def _stomp_selector(text: str | None) -> str | None:
+    """A SUBSCRIBE's selector as ActiveMQ's STOMP passes it on: its headers are strings, so
+    a string compared with a number is read as one (``n > 1`` matches ``n:5``)."""
+    if text is None or not text.strip():
+        return None
+    return CONVERT_STRINGS_PREFIX + text
 
 
 def _bool_header(frame: Frame, name: str, default: bool = False) -> bool:

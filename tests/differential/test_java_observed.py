@@ -1,0 +1,61 @@
+"""The broker's side of JMS semantics as the unmodified Java client 5.17 sees it
+(tests/java/Observed.java): each scenario's outcome on dovecote must be ActiveMQ's."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from activemq import classpath
+from differ import Peers
+
+SOURCE = Path(__file__).parent.parent / "java" / "Observed.java"
+
+EXPECTED = {
+    # Closing the session counts only the two messages its consumer was handed.
+    "session_close_after_two_of_three": "m0:true:2,m1:true:2,m2:false:1",
+    # Six rounds of receive-one-and-close: only m0 was ever handed out.
+    "connection_close_rounds": "dead=[] left=m0:true:7,"
+    + ",".join(f"m{i}:false:1" for i in range(1, 10)),
+    "round_robin_sync_sends": "a=10 b=10 total=20",
+    "new_groups_shared_out": "a=2 b=2 total=8",
+    "slow_topic_subscriber_burst": "first=[m0, m1, m2, m3, m4] last=m999 at_most_15=true",
+}
+
+
+def run_observed(classes: Path, port: int) -> dict[str, str]:
+    result = subprocess.run(
+        ["java", "-cp", f"{classpath()}:{classes}", "Observed", str(port),
+         f"obs{uuid.uuid4().hex[:8]}"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    outcomes = dict(line.split(": ", 1) for line in result.stdout.splitlines() if ": " in line)
+    if not outcomes:
+        raise AssertionError(f"Observed printed nothing:\n{result.stdout}\n{result.stderr}")
+    return outcomes
+
+
+@pytest.fixture(scope="module")
+def observed(peers: Peers, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    classes = tmp_path_factory.mktemp("observed")
+    subprocess.run(
+        ["javac", "-nowarn", "-d", str(classes), "-cp", classpath(), str(SOURCE)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return {
+        "activemq": run_observed(classes, peers.activemq[0]),
+        "dovecote": run_observed(classes, peers.dovecote[0]),
+    }
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_the_java_client_observes_the_same(
+    observed: dict[str, dict[str, str]], scenario: str
+) -> None:
+    activemq, dovecote = observed["activemq"].get(scenario), observed["dovecote"].get(scenario)
+    assert dovecote == activemq, f"dovecote: {dovecote}\nActiveMQ: {activemq}"
+    if EXPECTED[scenario] is not None:
+        assert activemq == EXPECTED[scenario]

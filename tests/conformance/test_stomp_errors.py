@@ -127,9 +127,9 @@ def test_bad_frames_get_an_error_naming_the_problem(
 
 
 def test_an_error_reaches_a_client_that_is_still_sending(raw: Callable[[], RawStomp]) -> None:
-    """A failed connection is closed once the client can have its ERROR: closed with input
-    still unread, the kernel would reset the connection, and a client still sending could
-    lose the frame that says why (its read fails with a reset instead)."""
+    """A client still flooding sends behind a bad frame reads the ERROR, then the close:
+    the broker closes with input unread, and the reset that brings the client must not
+    take the frame that says why."""
     client = raw()
     client.connect()
     flood = (b"SEND\ndestination:/queue/flood\n\n" + b"x" * 1024 + b"\x00") * 4096

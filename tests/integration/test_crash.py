@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from brokers import BrokerProcess, running_broker
+from dovecote.client import ConnectionFactory, Message
 from dovecote.protocol.stomp import Frame
 from postgres import postgres_server
 from stomplink import Link
@@ -239,6 +240,34 @@ def test_sends_without_receipts_survive_kill_9_once_written(tmp_path: Path) -> N
     with running_broker(workdir=tmp_path) as broker:
         bodies = [m.body for m in Link(broker.stomp_port).take_backlog("/queue/unconfirmed")]
         assert bodies == [f"m{i}".encode() for i in range(40)]
+
+
+def test_openwire_async_sends_survive_kill_9_once_handled(tmp_path: Path) -> None:
+    """The same over OpenWire from a real client: persistent sends with
+    jms.useAsyncSend=true ask for no response, so they are written without an fsync of
+    their own; a later request's response on the connection (a consumer's) says they were
+    handled, and killing the broker loses none of them."""
+    with running_broker(workdir=tmp_path) as broker:
+        url = f"tcp://127.0.0.1:{broker.openwire_port}?jms.useAsyncSend=true"
+        conn = ConnectionFactory(url).create_connection()
+        session = conn.create_session()
+        producer = session.create_producer(session.queue("unconfirmed"))
+        for i in range(40):
+            producer.send(Message(f"m{i}"), persistent=True)
+        session.create_consumer(session.queue("elsewhere"))  # a round trip after them
+        broker.process.send_signal(signal.SIGKILL)
+        broker.process.wait()
+        conn.close()
+    with running_broker(workdir=tmp_path) as broker:
+        conn = ConnectionFactory(f"tcp://127.0.0.1:{broker.openwire_port}").create_connection()
+        conn.start()
+        session = conn.create_session()
+        consumer = session.create_consumer(session.queue("unconfirmed"))
+        received = [consumer.receive(10) for _ in range(40)]
+        extra = consumer.receive(0.5)
+        conn.close()
+        assert [m.body if m else None for m in received] == [f"m{i}" for i in range(40)]
+        assert extra is None
 
 
 def test_large_binary_bodies_survive_kill_9_byte_for_byte(tmp_path: Path) -> None:

@@ -123,3 +123,13 @@ def test_a_problem_with_no_key_keeps_its_text() -> None:
     # A file is always a table, so this comes only from a direct call: still readable.
     assert _problem("Expected `object`, got `array`") == "Expected `object`, got `array`"
     assert _problem("Object contains unknown field `x`") == "x: unknown key"
+
+
+def test_the_readme_configuration_example_loads(tmp_path: Path) -> None:
+    import re
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    (example,) = re.findall(r"```toml\n(.*?)```", readme, flags=re.DOTALL)
+    config = loaded(tmp_path, example)
+    topics = [e for e in config.policy.entries if not e.queues]
+    assert topics and topics[0].pending_message_limit == 1000

@@ -3,6 +3,7 @@ file refused with the dotted key a user wrote and what is wrong with it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -126,8 +127,6 @@ def test_a_problem_with_no_key_keeps_its_text() -> None:
 
 
 def test_the_readme_configuration_example_loads(tmp_path: Path) -> None:
-    import re
-
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     (example,) = re.findall(r"```toml\n(.*?)```", readme, flags=re.DOTALL)
     config = loaded(tmp_path, example)

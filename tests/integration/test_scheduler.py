@@ -6,6 +6,7 @@ schedule at commit; the admin API browses and cancels; and the schedules survive
 from __future__ import annotations
 
 import json
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -82,6 +83,29 @@ def test_stomp_bad_value_is_an_error_and_nothing_is_scheduled(broker: BrokerProc
         assert "AMQ_SCHEDULED_DELAY" in error.headers["message"]
     status, jobs = admin(broker, "/api/scheduler/jobs")
     assert status == 200 and all(job["destination"] != queue[7:] for job in jobs)
+
+
+def test_sends_read_together_before_a_bad_one_still_go(broker: BrokerProcess) -> None:
+    """Receiptless SENDs read in one chunk are routed as a batch: a bad schedule among them
+    fails from there on, as if they had come one at a time; those before it are kept."""
+    queue = f"/queue/{name()}"
+    frames = b"".join(
+        f"SEND\ndestination:{queue}\n{headers}\n{body}\0".encode()
+        for body, headers in [("first", ""), ("bad", "AMQ_SCHEDULED_DELAY:x\n"), ("after", "")]
+    )
+    with socket.create_connection(broker.stomp_address) as raw:
+        raw.sendall(b"CONNECT\naccept-version:1.2\nhost:localhost\n\n\0" + frames)
+        raw.settimeout(10)
+        answer = b""
+        while b"ERROR" not in answer:
+            chunk = raw.recv(4096)
+            assert chunk, f"closed without an ERROR: {answer!r}"
+            answer += chunk
+        assert b"AMQ_SCHEDULED_DELAY" in answer
+    with Client(broker.stomp_address) as client:
+        client.subscribe(queue)
+        assert client.receive().body == "first"
+        assert client.nothing_more()
 
 
 def test_stomp_transaction_schedules_at_commit_and_not_on_abort(broker: BrokerProcess) -> None:

@@ -342,10 +342,13 @@ class Broker:
         transport may hand over the sends it read together: each destination they reach is
         then dispatched once for all of them). Their store write is synced if any of them
         is waited for."""
+        refused: DovecoteError | None = None
         if self.plugins.intercepts_sends:
-            commands = await self.plugins.untaken(commands)
+            commands, refused = await self.plugins.untaken(commands)
         sync = any([command.sync for command in commands])
         await self.regions.route([command.message for command in commands], sync=sync)
+        if refused is not None:
+            raise refused
 
     async def publish(self, message: Message) -> None:
         """Send on the broker's own behalf (the admin API), under producer flow control."""

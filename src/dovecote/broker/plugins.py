@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from dovecote.core.commands import SendMessage
+from dovecote.core.errors import DovecoteError
 
 if TYPE_CHECKING:
     from dovecote.broker.broker import Broker
@@ -85,9 +86,20 @@ class PluginChain:
                 return True
         return False
 
-    async def untaken(self, commands: Sequence[SendMessage]) -> list[SendMessage]:
-        """The sends of a batch that no plugin takes over, in order."""
-        return [c for c in commands if not await self.on_send(None, c)]
+    async def untaken(
+        self, commands: Sequence[SendMessage]
+    ) -> tuple[list[SendMessage], DovecoteError | None]:
+        """The sends of a batch that no plugin takes over, in order, up to the first a
+        plugin refuses (with that error): as if the batch's sends had come one at a
+        time, the sends before a failed one go on, and the connection hears of it."""
+        kept: list[SendMessage] = []
+        for command in commands:
+            try:
+                if not await self.on_send(None, command):
+                    kept.append(command)
+            except DovecoteError as exc:
+                return kept, exc
+        return kept, None
 
     async def after_commit(self, state: ConnectionState, tx: LocalTransaction) -> None:
         for plugin in self.plugins:

@@ -253,3 +253,73 @@ def test_management_browse_remove_and_remove_all(differ: Any) -> None:
         "after remove all": [],
         "management queue holds": None,
     })  # fmt: skip
+
+
+def period_alone_is_a_delay_and_topics_are_scheduled_too(target: Target) -> list[object]:
+    with connected(target) as conn:
+        session = conn.create_session()
+        topic = session.topic(target.name)
+        subscriber = session.create_consumer(topic)
+        session.create_producer(topic).send(Message("to all", properties={PERIOD: 600}))
+        early = subscriber.receive(0.3)
+        return [early] + [(m.body, schedule_keys(m)) for m in drain(subscriber)]
+
+
+def test_period_alone_is_a_delay_and_topics_are_scheduled_too(differ: Any) -> None:
+    differ(period_alone_is_a_delay_and_topics_are_scheduled_too, [None, ("to all", [JOB_ID])])
+
+
+def endless_repeat_until_removed(target: Target) -> list[object]:
+    """A negative repeat goes on until the job is removed through the management queue."""
+    with connected(target) as conn:
+        session = conn.create_session()
+        queue = session.queue(target.name)
+        consumer = session.create_consumer(queue)
+        sent = Message("again", properties={PERIOD: 150, REPEAT: JavaInt(-1)})
+        session.create_producer(queue).send(sent)
+        copies = [consumer.receive(5) for _ in range(4)]
+        job_id = copies[0].properties[JOB_ID] if copies[0] is not None else None
+        session.create_producer(session.queue(MANAGEMENT)).send(
+            Message(properties={"AMQ_SCHEDULER_ACTION": "REMOVE", JOB_ID: job_id})
+        )
+        time.sleep(0.2)  # a copy fired while the REMOVE was on its way may still come
+        drain(consumer, 0.3)
+        return [m.body if m else None for m in copies] + [consumer.receive(1.0)]
+
+
+def test_endless_repeat_until_removed(differ: Any) -> None:
+    differ(endless_repeat_until_removed, ["again"] * 4 + [None])
+
+
+def management_time_range(target: Target) -> list[object]:
+    """ACTION_START_TIME/ACTION_END_TIME limit BROWSE and REMOVEALL to the jobs whose next
+    time falls within them."""
+    tag = uuid.uuid4().hex
+    with connected(target) as conn:
+        session = conn.create_session()
+        producer = session.create_producer(session.queue(target.name))
+        now = int(time.time() * 1000)
+        for delay in (60_000, 120_000, 180_000):
+            producer.send(Message(f"in {delay // 1000}s", properties={DELAY: delay, "tag": tag}))
+        replies = session.create_temporary_queue()
+        reply_consumer = session.create_consumer(replies)
+        management = session.create_producer(session.queue(MANAGEMENT))
+
+        def act(action: str, start: int | None = None, end: int | None = None) -> list[Any]:
+            props: dict[str, Any] = {"AMQ_SCHEDULER_ACTION": action}
+            if start is not None:
+                props |= {"ACTION_START_TIME": start, "ACTION_END_TIME": end}
+            management.send(Message(reply_to=replies, properties=props))
+            if action != "BROWSE":
+                return []
+            return [m.body for m in drain(reply_consumer, 1.0) if m.properties.get("tag") == tag]
+
+        in_range = act("BROWSE", now + 90_000, now + 150_000)
+        act("REMOVEALL", now, now + 90_000)
+        left = act("BROWSE")
+        act("REMOVEALL")
+        return [in_range, left, act("BROWSE")]
+
+
+def test_management_time_range(differ: Any) -> None:
+    differ(management_time_range, [["in 120s"], ["in 120s", "in 180s"], []])

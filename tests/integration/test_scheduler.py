@@ -263,6 +263,7 @@ def test_a_scheduled_send_answered_survives_kill_9(tmp_path: Path) -> None:
     with running_broker(ON, workdir=tmp_path) as broker:
         with Client(broker.stomp_address) as client:
             stomp_send(client, "/queue/k", "kept", AMQ_SCHEDULED_DELAY="1000", persistent="true")
+        assert (tmp_path / "data" / "scheduler" / "jobs.log").stat().st_size > 8
         broker.process.kill()  # the receipt came: the schedule is on disk
         broker.process.wait()
     with running_broker(ON, workdir=tmp_path) as broker, Client(broker.stomp_address) as client:
@@ -270,3 +271,37 @@ def test_a_scheduled_send_answered_survives_kill_9(tmp_path: Path) -> None:
         assert client.receive().body == "kept"
         time.sleep(1.0)
         assert client.nothing_more()
+
+
+def test_a_fired_job_recorded_does_not_fire_again_after_kill_9(tmp_path: Path) -> None:
+    with running_broker(ON, workdir=tmp_path) as broker:
+        with Client(broker.stomp_address) as client:
+            client.subscribe("/queue/once", ack="client-individual")
+            stomp_send(client, "/queue/once", "once", AMQ_SCHEDULED_DELAY="200",
+                       persistent="true")  # fmt: skip
+            message = client.receive()
+            client.ack(message)
+            client.sync()
+            deadline = time.monotonic() + 10
+            while admin(broker, "/api/scheduler/jobs")[1] and time.monotonic() < deadline:
+                time.sleep(0.02)  # the firing is recorded just after the message is routed
+            assert admin(broker, "/api/scheduler/jobs") == (200, [])
+        broker.process.kill()
+        broker.process.wait()
+    with running_broker(ON, workdir=tmp_path) as broker, Client(broker.stomp_address) as client:
+        client.subscribe("/queue/once")
+        time.sleep(1.0)  # past the scheduler's next tick
+        assert client.nothing_more()
+
+
+def test_on_the_memory_store_schedules_live_in_memory(tmp_path: Path) -> None:
+    memory = f"{ON}persistent = false\n"
+    with running_broker(memory, workdir=tmp_path) as broker:
+        with Client(broker.stomp_address) as client:
+            client.subscribe("/queue/m")
+            stomp_send(client, "/queue/m", "soon", AMQ_SCHEDULED_DELAY="200")
+            stomp_send(client, "/queue/m", "lost", AMQ_SCHEDULED_DELAY="60000")
+            assert client.receive().body == "soon"
+        assert not (tmp_path / "data" / "scheduler").exists()
+    with running_broker(memory, workdir=tmp_path) as broker:
+        assert admin(broker, "/api/scheduler/jobs") == (200, [])

@@ -205,7 +205,13 @@ def delivered_copy(job: StoredJob, message_id: str, now: int) -> Message:
 
 
 def is_management(destination: Destination) -> bool:
-    return destination.name[: len(MANAGEMENT)].lower() == MANAGEMENT.lower()
+    name = destination.name
+    # Asked of every send: the first letter rules out nearly all before any copy is made.
+    return name[:1] in ("A", "a") and name[:_MANAGEMENT_LENGTH].lower() == _MANAGEMENT_LOWER
+
+
+_MANAGEMENT_LENGTH = len(MANAGEMENT)
+_MANAGEMENT_LOWER = MANAGEMENT.lower()
 
 
 # -- the plugin --------------------------------------------------------------------------

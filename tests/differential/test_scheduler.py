@@ -323,3 +323,30 @@ def management_time_range(target: Target) -> list[object]:
 
 def test_management_time_range(differ: Any) -> None:
     differ(management_time_range, [["in 120s"], ["in 120s", "in 180s"], []])
+
+
+def cron_entries_taken_and_refused(target: Target) -> list[tuple[str, bool]]:
+    """Which cron entries a send may carry (none is due within the scenario)."""
+    entries = ["0 0 1 1 *", "*/5 3 * * *", "0 12 ? * 1-5", "1,2,3 4 5 6 *",
+               "0 12 * * MON", "* * * * * *", "* * *", "0 12 * JAN *", "a b c d e"]  # fmt: skip
+    outcome = []
+    with connected(target) as conn:
+        session = conn.create_session()
+        producer = session.create_producer(session.queue(target.name))
+        for entry in entries:
+            try:
+                producer.send(Message(entry, properties={"AMQ_SCHEDULED_CRON": entry}))
+                outcome.append((entry, True))
+            except JMSError:
+                outcome.append((entry, False))
+        management = session.create_producer(session.queue(MANAGEMENT))
+        management.send(Message(properties={"AMQ_SCHEDULER_ACTION": "REMOVEALL"}))
+    return outcome
+
+
+def test_cron_entries_taken_and_refused(differ: Any) -> None:
+    differ(cron_entries_taken_and_refused, [
+        ("0 0 1 1 *", True), ("*/5 3 * * *", True), ("0 12 ? * 1-5", True),
+        ("1,2,3 4 5 6 *", True), ("0 12 * * MON", False), ("* * * * * *", False),
+        ("* * *", False), ("0 12 * JAN *", False), ("a b c d e", False),
+    ])  # fmt: skip

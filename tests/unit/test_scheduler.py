@@ -64,6 +64,9 @@ def test_numbers_of_any_integer_width_are_taken_for_delay_and_period() -> None:
         {"AMQ_SCHEDULED_CRON": "* * * *"},
         {"AMQ_SCHEDULED_CRON": "61 * * * *"},
         {"AMQ_SCHEDULED_CRON": "x * * * *"},
+        {"AMQ_SCHEDULED_CRON": "0 12 * * MON"},
+        {"AMQ_SCHEDULED_CRON": "0 12 L * *"},
+        {"AMQ_SCHEDULED_CRON": "* * * * * *"},
     ],
 )
 def test_bad_values_are_refused(props: dict[str, Any]) -> None:

@@ -77,6 +77,7 @@ END_TIME = "ACTION_END_TIME"
 MAX_REPEAT = 1000
 STOP_WAIT_S = 5.0
 _JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+_CRON_FIELD = re.compile(r"[0-9*,/ -]+")
 
 
 class ScheduleError(BrokerError):
@@ -177,7 +178,8 @@ def next_cron_time(entry: str, after_ms: int) -> int:
             f"Not a valid cron entry - wrong number of tokens({len(fields)}): {entry}"
         )
     expression = " ".join("*" if f == "?" else f for f in fields)
-    if not croniter.is_valid(expression):
+    # CronParser reads numbers only: no month or day names, nor croniter's L, W, # or H.
+    if not _CRON_FIELD.fullmatch(expression) or not croniter.is_valid(expression):
         raise ScheduleError(f"Not a valid cron entry: {entry}")
     start = datetime.fromtimestamp(after_ms / 1000, tz=tzlocal())
     return int(croniter(expression, start).get_next(float) * 1000)

@@ -112,3 +112,26 @@ def no_local_skips_the_connections_own(target: Target) -> tuple[list[object], li
 
 def test_no_local_skips_the_connections_own(differ) -> None:
     differ(no_local_skips_the_connections_own, (["theirs"], ["mine", "theirs"]))
+
+
+def two_groups_two_consumers(target: Target) -> list[list[str]]:
+    """Groups a and b, interleaved, between two consumers: each group sticks to one
+    consumer, and the two new groups go to different consumers."""
+    with connected(target) as conn:
+        session = conn.create_session()
+        queue = session.queue(target.name)
+        first = session.create_consumer(queue)
+        second = conn.create_session().create_consumer(queue)
+        producer = session.create_producer(queue)
+        for i in range(6):
+            group = "ab"[i % 2]
+            producer.send(Message(f"{group}{i}", properties={"JMSXGroupID": group}))
+        got = [
+            sorted({str(m.properties["JMSXGroupID"]) for m in drain(c, 0.5)})
+            for c in (first, second)
+        ]
+        return sorted(got)
+
+
+def test_two_groups_two_consumers(differ) -> None:
+    differ(two_groups_two_consumers, [["a"], ["b"]])

@@ -86,6 +86,9 @@ class Connection:
         self.reconnects = 0
         self._connected = threading.Event()
         self._reconnecting = threading.Lock()
+        self._temp_destinations: dict[str, Structure] = {}
+        """DestinationInfos of the temporary destinations this connection made, replayed
+        after a failover before the consumers on them (ConnectionStateTracker's)."""
         self.transport = self._open_transport(url.endpoints[0])
         self._connected.set()
         self.temp_watcher: TempDestinationWatcher | None = None
@@ -117,9 +120,23 @@ class Connection:
     def request(self, structure: Structure, timeout: float | None = None) -> Structure:
         while True:
             try:
-                return self.transport.request(structure, timeout)
+                response = self.transport.request(structure, timeout)
             except TransportClosedError:
                 self._await_reconnect()
+                continue
+            if structure.type == t.DESTINATION_INFO and self.url.failover is not None:
+                self._track_temp_destination(structure)
+            return response
+
+    def _track_temp_destination(self, info: Structure) -> None:
+        destination = info["destination"]
+        if destination is None or destination.type not in (t.TEMP_QUEUE, t.TEMP_TOPIC):
+            return
+        key = f"{destination.type}:{destination['physicalName']}"
+        if info.get("operationType", 0) == 0:
+            self._temp_destinations[key] = info
+        else:
+            self._temp_destinations.pop(key, None)
 
     def oneway(self, structure: Structure) -> None:
         while True:
@@ -159,8 +176,13 @@ class Connection:
                 self.failure = None
                 try:
                     self._replay_state()
-                except (OSError, JMSError):
-                    continue  # lost again while replaying: try the next broker
+                except (OSError, JMSError) as exc:
+                    # Lost again, or refused, while replaying: this transport is given up
+                    # (left open, it would hold our client id on that broker, and the next
+                    # attempt's ConnectionInfo would be refused for it); try the next broker.
+                    self.failure = exc
+                    transport.close()
+                    continue
                 # Only now may waiting sends go on: producers and consumers exist again.
                 self._connected.set()
                 return
@@ -177,6 +199,10 @@ class Connection:
 
     def _replay_state(self) -> None:
         transport = self.transport
+        # As ConnectionStateTracker: temporary destinations first, then what uses them; a
+        # new broker has never heard of them, and refuses a consumer on one.
+        for info in list(self._temp_destinations.values()):
+            transport.request(info)
         for session in self._sessions:
             transport.oneway(Structure(t.SESSION_INFO, {"sessionId": session._sid()}))
             session._connection_lost()
@@ -243,6 +269,10 @@ class Connection:
                         self._reconnect()
                     finally:
                         self._reconnecting.release()
+                    # The new transport may have failed before the lock was free, when its
+                    # failure could start no reconnect: start one now, or sends would spin.
+                    if self.transport._closed.is_set() and not self.closed:
+                        self._on_failure(self.failure or TransportClosedError("lost"))
 
                 threading.Thread(target=run, name="dovecote-failover", daemon=True).start()
             return

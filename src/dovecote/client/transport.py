@@ -271,6 +271,10 @@ class ClientTransport:
             if not future.done():
                 future.set_exception(TransportClosedError(str(exc)))
 
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
     def close(self) -> bool:
         """Close the socket; True when this call closed it (False: it was closed already)."""
         with self._close_lock:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from clientkit import connected, drain, seen
 
 from differ import Target
-from dovecote.client import AckMode
+from dovecote.client import AckMode, JMSError
 
 FIVE_AFTER_TWO = [("m0", True, 2), ("m1", True, 2), ("m2", False, 1), ("m3", False, 1),
                   ("m4", False, 1)]  # fmt: skip
@@ -86,8 +86,6 @@ def test_connection_close_returns_its_consumers_messages(differ) -> None:
 
 
 def closed_session_refuses_work(target: Target) -> list[str]:
-    from dovecote.client import JMSError
-
     with connected(target) as conn:
         session = conn.create_session()
         queue = session.queue(target.name)

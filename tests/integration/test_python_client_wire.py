@@ -15,7 +15,7 @@ import pytest
 
 from activemq import running_activemq
 from brokers import running_broker
-from dovecote.client import AckMode, Connection, ConnectionFactory, Message
+from dovecote.client import AckMode, Connection, ConnectionFactory, JMSError, Message
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
 
@@ -237,3 +237,17 @@ def test_group_fields_not_properties_on_the_wire(
         got = session.create_consumer(q).receive(5)
         assert got is not None
         assert got.properties == {"JMSXGroupID": "orders", "JMSXGroupSeq": 3, "k": 1}
+
+
+def test_producer_close_sends_its_remove_info(broker_url: str, name: str) -> None:
+    with _started(broker_url) as conn:
+        producer = conn.create_session().create_producer(conn.create_session().queue(name))
+        sent = Sent(conn)
+        producer.close()
+        removes = sent.of(t.REMOVE_INFO)
+        # RemoveInfo's own default (LAST_DELIVERED_UNKNOWN): a producer delivers nothing.
+        assert [(r["objectId"].type, r["lastDeliveredSequenceId"]) for r in removes] == [
+            (t.PRODUCER_ID, -2)
+        ]
+        with pytest.raises(JMSError, match="closed"):
+            producer.send("late")

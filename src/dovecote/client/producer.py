@@ -120,7 +120,7 @@ class MessageProducer:
         if self in self.session._producers:
             self.session._producers.remove(self)
         self.session.connection.oneway(Structure(t.REMOVE_INFO, {
-            "objectId": self._pid, "lastDeliveredSequenceId": -1,
+            "objectId": self._pid, "lastDeliveredSequenceId": -2,  # Java's "unknown"
         }))  # fmt: skip
 
     def _acked(self, size: int) -> None:

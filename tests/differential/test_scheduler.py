@@ -350,3 +350,31 @@ def test_cron_entries_taken_and_refused(differ: Any) -> None:
         ("1,2,3 4 5 6 *", True), ("0 12 * * MON", False), ("* * * * * *", False),
         ("* * *", False), ("0 12 * JAN *", False), ("a b c d e", False),
     ])  # fmt: skip
+
+
+def bad_schedule_in_a_transaction_fails_the_commit(target: Target) -> list[object]:
+    """A transacted scheduled send is read at commit, as ActiveMQ reads it (its
+    afterCommit): the send goes through, the commit reports the bad value."""
+    with connected(target) as conn:
+        session = conn.create_session(transacted=True)
+        queue = session.queue(target.name)
+        producer = session.create_producer(queue)
+        producer.send(Message("plain"))
+        try:
+            producer.send(Message("bad", properties={DELAY: "soon"}))
+            sent = True
+        except JMSError:
+            sent = False
+        try:
+            session.commit()
+            committed = True
+        except JMSError:
+            committed = False
+        reader = conn.create_session()
+        return [sent, committed, [m.body for m in drain(reader.create_consumer(queue))]]
+
+
+def test_bad_schedule_in_a_transaction_fails_the_commit(differ: Any) -> None:
+    # The commit fails, and the transaction's other sends have gone (as in ActiveMQ, whose
+    # afterCommit runs once the store has committed them).
+    differ(bad_schedule_in_a_transaction_fails_the_commit, [True, False, ["plain"]])

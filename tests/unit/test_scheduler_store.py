@@ -3,6 +3,7 @@ start, a torn last frame is dropped, and the log is rewritten when mostly dead."
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from dovecote.core.destinations import queue
@@ -63,4 +64,17 @@ async def test_a_mostly_dead_log_is_rewritten_with_its_live_jobs(
     await log.close()
     again = JobLog(tmp_path)
     assert again.load() == [keep]
+    await again.close()
+
+
+async def test_writes_made_together_share_one_fsync(tmp_path: Path, log_fsyncs: list[str]) -> None:
+    log = JobLog(tmp_path)
+    log.load()
+    log_fsyncs.clear()
+    jobs = [job(n) for n in range(20)]
+    await asyncio.gather(*[log.write(added=[j]) for j in jobs])
+    assert 1 <= len(log_fsyncs) <= 2  # group commit: not one fsync each
+    await log.close()
+    again = JobLog(tmp_path)
+    assert again.load() == jobs  # every frame, in the order written
     await again.close()

@@ -41,7 +41,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from croniter import croniter
 from dateutil.tz import tzlocal
@@ -513,7 +513,3 @@ def _time_range(properties: Mapping[str, PropertyValue]) -> tuple[int | None, in
     if start is None or end is None:
         return None, None
     return java_long(START_TIME, start), java_long(END_TIME, end)
-
-
-def job_view_json(views: list[JobView]) -> list[dict[str, Any]]:
-    return [v.as_json() for v in views]

@@ -40,6 +40,8 @@ synced, then renamed over the old one, and the directory synced.
 
 Every ``write`` is fsynced before it returns (unless disk syncs are off in the
 configuration): a scheduled persistent send's response or receipt follows it (SPEC M7).
+Writes made while one group is being synced form the next group: one write and one fsync
+for all of them (each still a frame of its own).
 """
 
 from __future__ import annotations
@@ -125,13 +127,17 @@ class JobLog:
         self.sync = sync
         self._file: Any = None
         self._live: dict[str, int] = {}
-        """Each live job and the bytes its latest state takes in a rewritten log."""
-        self._lock = asyncio.Lock()
+        """Each live job and the bytes it takes in a rewritten log."""
+        self._live_bytes = 0
+        self._waiting: list[tuple[bytes, asyncio.Future[None]]] = []
+        """Frames written while the previous group is being synced: the next group."""
+        self._writer: asyncio.Task[None] | None = None
 
     def load(self) -> list[StoredJob]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         jobs = self._replay()
         self._live = {job_id: len(_pack([_add_record(job)])) for job_id, job in jobs.items()}
+        self._live_bytes = sum(self._live.values())
         self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for appends
         if self._file.tell() == 0:
             self._file.write(MAGIC)
@@ -175,17 +181,34 @@ class JobLog:
         if not records:
             return
         for job in added:
-            self._live[job.job_id] = len(_pack([_add_record(job)]))
+            self._live[job.job_id] = size = len(_pack([_add_record(job)]))
+            self._live_bytes += size
         for job_id in removed:
-            self._live.pop(job_id, None)
-        frame = _pack(records)
-        async with self._lock:
-            await asyncio.to_thread(self._append, frame)
+            self._live_bytes -= self._live.pop(job_id, 0)
+        done = asyncio.get_running_loop().create_future()
+        self._waiting.append((_pack(records), done))
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_groups())
+        await done
 
-    def _append(self, frame: bytes) -> None:
-        self._file.write(frame)
+    async def _write_groups(self) -> None:
+        """Group commit: each group of frames in one write and one fsync, in order."""
+        while self._waiting:
+            group, self._waiting = self._waiting, []
+            try:
+                await asyncio.to_thread(self._append, b"".join(frame for frame, _ in group))
+            except Exception as exc:  # each writer hears of it; the trace goes with it
+                for _, done in group:
+                    done.set_exception(exc)
+            else:
+                for _, done in group:
+                    done.set_result(None)
+        self._writer = None
+
+    def _append(self, frames: bytes) -> None:
+        self._file.write(frames)
         self._flush()
-        if self._file.tell() > max(COMPACT_MIN_BYTES, 4 * sum(self._live.values())):
+        if self._file.tell() > max(COMPACT_MIN_BYTES, 4 * self._live_bytes):
             self._compact()
 
     def _flush(self) -> None:
@@ -194,7 +217,7 @@ class JobLog:
             os.fsync(self._file.fileno())
 
     def _compact(self) -> None:
-        """Rewrite the log as its live jobs (called with the lock held, off the loop)."""
+        """Rewrite the log as its live jobs (by the group writer, off the loop)."""
         self._file.close()
         jobs = self._replay()
         tmp = self.path.with_suffix(".tmp")
@@ -213,10 +236,11 @@ class JobLog:
         self._file = open(self.path, "ab")  # noqa: SIM115
 
     async def close(self) -> None:
-        async with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+        if self._writer is not None:
+            await self._writer
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def _add_record(job: StoredJob) -> list[Any]:

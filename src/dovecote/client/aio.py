@@ -24,7 +24,7 @@ from dovecote.client.connection import (
     MessageProducer,
     Session,
 )
-from dovecote.client.consumer import AnyDestination
+from dovecote.client.destination_options import AnyDestination
 from dovecote.core.destinations import Destination
 
 Listener = Callable[[Message], None] | Callable[[Message], Awaitable[None]]

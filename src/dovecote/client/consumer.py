@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl
 
+from dovecote.client.channel import DispatchChannel, Empty
+from dovecote.client.destination_options import (
+    AnyDestination,
+    consumer_settings,
+    split_options,
+)
 from dovecote.client.message import AckMode, Message, received_message
 from dovecote.client.transport import JMSError
-from dovecote.core.destinations import Destination, DestinationType
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.converter import destination_structure
@@ -40,107 +43,6 @@ CONSUMER_OPTIONS = {
     "selector": str, "noLocal": bool, "exclusive": bool, "retroactive": bool, "priority": int,
 }  # fmt: skip
 """The ConsumerInfo fields a destination's ``consumer.*`` options may set."""
-
-
-class Empty(Exception):
-    """Nothing to hand out before the timeout."""
-
-
-class DispatchChannel:
-    """The consumer's unconsumed messages (Java's MessageDispatchChannel): handed out only
-    while started. ``put(None)`` wakes a waiting reader at once, started or not (the
-    connection failed or closed)."""
-
-    def __init__(self) -> None:
-        self._items: deque[Structure | None] = deque()
-        self._changed = threading.Condition()
-        self.running = False
-        self.closed = False
-
-    def put(self, item: Structure | None) -> None:
-        with self._changed:
-            self._items.append(item)
-            self._changed.notify_all()
-
-    def put_first(self, items: list[Structure]) -> None:
-        with self._changed:
-            self._items.extendleft(reversed(items))
-            self._changed.notify_all()
-
-    def get(self, timeout: float | None) -> Structure | None:
-        """The next item; raises Empty when ``timeout`` (seconds, None: forever) passes."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._changed:
-            while True:
-                if self.closed:
-                    return None
-                if self._items and (self.running or self._items[0] is None):
-                    return self._items.popleft()
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise Empty
-                self._changed.wait(remaining)
-
-    def set_running(self, running: bool) -> None:
-        with self._changed:
-            self.running = running
-            self._changed.notify_all()
-
-    def close(self) -> list[Structure | None]:
-        with self._changed:
-            self.closed = True
-            left = list(self._items)
-            self._items.clear()
-            self._changed.notify_all()
-            return left
-
-    def clear(self) -> None:
-        with self._changed:
-            self._items.clear()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-
-@dataclass(frozen=True)
-class OptionedDestination:
-    """A destination named with options, ``orders?consumer.prefetchSize=0``: the options
-    are the client's, for the consumers created on it; the broker sees ``destination``."""
-
-    destination: Destination
-    options: tuple[tuple[str, str], ...]
-
-    @classmethod
-    def parse(cls, kind: DestinationType, text: str) -> Destination | OptionedDestination:
-        name, mark, query = text.partition("?")
-        destination = Destination(kind, name)
-        if not mark:
-            return destination
-        return cls(destination, tuple(parse_qsl(query, keep_blank_values=True)))
-
-    @property
-    def name(self) -> str:
-        return self.destination.name
-
-    @property
-    def type(self) -> DestinationType:
-        return self.destination.type
-
-
-AnyDestination = Destination | OptionedDestination
-
-
-def split_options(destination: AnyDestination) -> tuple[Destination, dict[str, str]]:
-    """The destination the broker sees, and the options named with it."""
-    if isinstance(destination, OptionedDestination):
-        return destination.destination, dict(destination.options)
-    return destination, {}
-
-
-def _option_value(kind: type, text: str) -> Any:
-    if kind is bool:
-        return text.lower() == "true"
-    return kind(text)
 
 
 class MessageConsumer:
@@ -182,7 +84,7 @@ class MessageConsumer:
             "clientId": connection.client_id, "maximumPendingMessageLimit": 0,
             "retroactive": False,
         }  # fmt: skip
-        self._apply_options(options)
+        self.info.update(consumer_settings(options))
         if selector and selector.strip():
             self.info["selector"] = selector
         self.prefetch: int = self.info["prefetchSize"]
@@ -218,28 +120,6 @@ class MessageConsumer:
             raise
         if connection.started:
             self._buffer.set_running(True)
-
-    def _apply_options(self, options: dict[str, str]) -> None:
-        unknown = {}
-        for key, text in options.items():
-            if not key.startswith("consumer."):
-                continue  # other prefixes are for other objects (Java ignores them here)
-            name = key.removeprefix("consumer.")
-            kind = CONSUMER_OPTIONS.get(name)
-            if kind is None:
-                unknown[name] = text
-                continue
-            try:
-                self.info[name] = _option_value(kind, text)
-            except ValueError:
-                unknown[name] = text
-        if unknown:
-            raise JMSError(
-                "org.apache.activemq.ConfigurationException",
-                f"There are {len(unknown)} consumer options that couldn't be set on the "
-                f"consumer. Check the options are spelled correctly. Unknown parameters="
-                f"{unknown}. This consumer cannot be started.",
-            )
 
     def _info(self) -> Structure:
         return Structure(t.CONSUMER_INFO, dict(self.info))

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from dovecote.client.consumer import AnyDestination, split_options
+from dovecote.client.destination_options import AnyDestination, split_options
 from dovecote.client.message import Message, _content, _message_type, header_fields
 from dovecote.client.transport import JMSError
 from dovecote.protocol.openwire import Structure

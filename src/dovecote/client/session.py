@@ -12,13 +12,9 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from dovecote.client.consumer import (
-    AnyDestination,
-    Empty,
-    MessageConsumer,
-    OptionedDestination,
-    split_options,
-)
+from dovecote.client.channel import Empty
+from dovecote.client.consumer import MessageConsumer
+from dovecote.client.destination_options import AnyDestination, OptionedDestination, split_options
 from dovecote.client.message import AckMode, Message
 from dovecote.client.producer import MessageProducer
 from dovecote.client.transport import JMSError

@@ -121,7 +121,8 @@ def test_stomp_transaction_schedules_at_commit_and_not_on_abort(broker: BrokerPr
         assert client.nothing_more()
         client.conn.commit("committed", headers={"receipt": "c1"})
         client.wait_receipt("c1")
-        assert client.receive().body == "kept"
+        message = client.receive()
+        assert message.body == "kept" and "scheduledJobId" in message.headers
         time.sleep(0.6)
         assert client.nothing_more()
 

@@ -4,9 +4,13 @@ together. The CLI and the test fixtures both go through here."""
 from __future__ import annotations
 
 import logging
+import shutil
+from dataclasses import replace
+from pathlib import Path
 
 from dovecote.broker.broker import Broker
 from dovecote.broker.plugins import BrokerPlugin
+from dovecote.broker.policy import BrokerSettings
 from dovecote.config import Config
 from dovecote.store.api import PersistenceAdapter
 from dovecote.store.journal import JournalPersistenceAdapter
@@ -49,6 +53,54 @@ def make_store(config: Config) -> PersistenceAdapter:
         disk_syncs=store.enable_journal_disk_syncs,
         compact_live_limit=store.compact_live_limit,
     )
+
+
+def store_directory(config: Config) -> Path | None:
+    """Where the store keeps its files on this machine (None: in memory, or a server's)."""
+    store = config.store
+    if not config.broker.persistent or store.kind == "memory":
+        return None
+    if store.kind == "journal":
+        return config.broker.data_dir / "journal"
+    if store.url and not store.url.startswith("sqlite"):
+        return None
+    return config.broker.data_dir
+
+
+def disk_capped(config: Config) -> BrokerSettings:
+    """The broker's settings with the store and temp limits cut to what their disks can
+    hold, as ActiveMQ does at start: a store limit past the free space would let producers
+    fill the disk instead of waiting at the limit (or failing, with send_fail_if_no_space)."""
+    settings = config.broker_settings()
+    directory = store_directory(config)
+    if directory is not None:
+        settings = replace(
+            settings, store_limit=_cap_to_disk("store", settings.store_limit, directory)
+        )
+    return replace(
+        settings, temp_limit=_cap_to_disk("temp", settings.temp_limit, settings.temp_directory)
+    )
+
+
+def _cap_to_disk(name: str, limit: int, directory: Path) -> int:
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    # Space the store holds already is its own to reuse (allocated blocks: a data file is
+    # preallocated beyond its data).
+    held = sum(f.stat().st_blocks * 512 for f in directory.rglob("*") if f.is_file())
+    # The limit counts messages' bytes; their records, the index and the acks that free
+    # space take some more of the disk.
+    room = (free + held) * 9 // 10
+    if limit <= room:
+        return limit
+    log.warning(
+        "%s limit of %d MiB is more than %s can hold (%d MiB free, %d MiB in use): "
+        "limited to %d MiB",
+        name, limit >> 20, existing.resolve(), free >> 20, held >> 20, room >> 20,
+    )  # fmt: skip
+    return room
 
 
 def make_plugins(config: Config) -> list[BrokerPlugin]:
@@ -97,9 +149,7 @@ def openwire_settings(config: Config) -> OpenWireListenerSettings:
 class BrokerApp:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.broker = Broker(
-            config.broker_settings(), make_store(config), plugins=make_plugins(config)
-        )
+        self.broker = Broker(disk_capped(config), make_store(config), plugins=make_plugins(config))
         self.stomp: StompServer | None = None
         if config.stomp.enabled:
             self.stomp = StompServer(self.broker, stomp_settings(config))

@@ -71,3 +71,8 @@ class ResourceLimitError(BrokerError):
 
 class SecurityError(BrokerError):
     """Authentication or authorization failed."""
+
+
+class StoreFailedError(BrokerError):
+    """The store could not write (a full disk, an I/O error): the operation was not done,
+    nothing written before it is lost, and the broker goes on serving."""

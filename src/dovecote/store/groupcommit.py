@@ -14,6 +14,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
+from dovecote.core.errors import StoreFailedError
+
 T = TypeVar("T")
 STOP_TIMEOUT_S = 30.0
 LAZY_WAIT_S = 0.002
@@ -150,10 +152,18 @@ class GroupWriter(Generic[T]):
         try:
             await self._write_group([item for item, _ in group])
         except Exception as exc:  # each writer learns of the failure
-            log.exception("store write failed")
+            failure: Exception = exc
+            if isinstance(exc, OSError):
+                # The disk's failure (full, or an I/O error), not ours: one line, and the
+                # writers get an error a client can be told; the trace only when debugging.
+                failure = StoreFailedError(f"the store could not write: {_disk_error(exc)}")
+                log.warning("%s (%d operations refused)", failure, len(group))
+                log.debug("store write failed", exc_info=exc)
+            else:
+                log.exception("store write failed")
             for _, future in group:
                 if not future.done():
-                    future.set_exception(exc)
+                    future.set_exception(failure)
             return
         for _, future in group:
             if not future.done():
@@ -196,3 +206,9 @@ def written() -> asyncio.Future[None]:
     future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     future.set_result(None)
     return future
+
+
+def _disk_error(exc: OSError) -> str:
+    """An OSError as an operator reads it: what failed, and where."""
+    text = exc.strerror or str(exc)
+    return f"{text} ({exc.filename})" if exc.filename else text

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -88,13 +89,23 @@ class DataFiles:
         self.position = end
 
     def _start_file(self, file_id: int) -> None:
+        # The new file is made whole before the current one is let go: on a full disk the
+        # append fails and the journal goes on in the file it had (a half-made one removed).
+        path = self.path(file_id)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        header = file_header(file_id)
+        try:
+            _preallocate(fd, self.max_file_length)
+            if os.pwrite(fd, header, 0) != len(header):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        except OSError:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
         if self._fd >= 0:
             self._truncate_to_data()
             os.close(self._fd)
-        self._fd = os.open(self.path(file_id), os.O_WRONLY | os.O_CREAT, 0o644)
-        _preallocate(self._fd, self.max_file_length)
-        header = file_header(file_id)
-        os.pwrite(self._fd, header, 0)
+        self._fd = fd
         self.current_id = file_id
         self.position = len(header)
         if file_id not in self.file_ids:

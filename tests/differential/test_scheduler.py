@@ -378,3 +378,20 @@ def test_bad_schedule_in_a_transaction_fails_the_commit(differ: Any) -> None:
     # The commit fails, and the transaction's other sends have gone (as in ActiveMQ, whose
     # afterCommit runs once the store has committed them).
     differ(bad_schedule_in_a_transaction_fails_the_commit, [True, False, ["plain"]])
+
+
+def due_order_then_send_order(target: Target) -> list[object]:
+    """Messages arrive by due time; those due together in the order they were sent."""
+    with connected(target) as conn:
+        session = conn.create_session()
+        queue = session.queue(target.name)
+        consumer = session.create_consumer(queue)
+        producer = session.create_producer(queue)
+        for body, delay in [("m0", 1800), ("m1", 200), ("m2", 1000), ("m3", 200)]:
+            producer.send(Message(body, properties={DELAY: delay}))
+        producer.send(Message("plain"))
+        return [m.body for m in drain(consumer)]
+
+
+def test_due_order_then_send_order(differ: Any) -> None:
+    differ(due_order_then_send_order, ["plain", "m1", "m3", "m2", "m0"])

@@ -6,15 +6,17 @@ never spoken in plain text. (Which options are accepted at all: test_client_opti
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import struct
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from brokers import running_broker
-from dovecote.client import ConnectionFactory, OptionError
+from dovecote.client import ConnectionFactory, OptionError, options
 from dovecote.client.connection import Connection
 from dovecote.protocol.openwire import schema as t
 
@@ -159,3 +161,27 @@ def test_trace_logs_every_command(broker_url: str, caplog: pytest.LogCaptureFixt
 def test_ssl_urls_are_refused_never_spoken_in_plain_text(url: str) -> None:
     with pytest.raises(OptionError, match="ssl"):
         ConnectionFactory(url)
+
+
+def test_every_accepted_option_is_written_down() -> None:
+    """docs/client-options.md says of each option the client accepts whether it acts on it,
+    and why not when it does not."""
+    doc = (Path(__file__).parents[2] / "docs" / "client-options.md").read_text()
+    tokens = set(re.findall(r"`([^`]+)`", doc))
+    groups = {
+        "jms.": options.CONNECTION_FACTORY, "jms.prefetchPolicy.": options.PREFETCH_POLICY,
+        "jms.redeliveryPolicy.": options.REDELIVERY_POLICY,
+        "jms.blobTransferPolicy.": options.BLOB_TRANSFER_POLICY,
+        "wireFormat.": options.WIRE_FORMAT, "socket.": options.SOCKET,
+        "": {**options.TCP_TRANSPORT, **options.INACTIVITY_MONITOR,
+             **options.WIRE_FORMAT_NEGOTIATOR, **options.FAILOVER},
+    }  # fmt: skip
+    missing = [
+        prefix + name
+        for prefix, table in groups.items()
+        for name, kind in table.items()
+        if kind is not None  # refused whatever its value: nothing to act on
+        and not {prefix + name, name, f"{prefix}*"} & tokens
+        and not any(token.endswith(f".{name}") for token in tokens)
+    ]
+    assert missing == []

@@ -144,3 +144,35 @@ def listener_exception_redelivers_in_auto_mode(target: Target) -> list[tuple[obj
 
 def test_listener_exception_redelivers_in_auto_mode(differ) -> None:
     differ(listener_exception_redelivers_in_auto_mode, [("m0", 1), ("m0", 2)])
+
+
+def transacted_consumer_poisons_what_the_broker_redelivered_too_often(
+    target: Target,
+) -> tuple[list[int], object, bool]:
+    """maximumRedeliveries=1: a message the broker has redelivered twice (two CLIENT-ack
+    consumers closed after receiving it) reaches a transacted consumer, which poison-acks it
+    before handing it out (the pre-dispatch check); the broker dead-letters it."""
+    body = f"too often {target.name}"
+    with connected(target, "jms.redeliveryPolicy.maximumRedeliveries=1") as conn:
+        session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+        queue = session.queue(target.name)
+        session.create_producer(queue).send(body)
+        counts = []
+        for _ in range(3):
+            consumer = session.create_consumer(queue)
+            message = consumer.receive(5)
+            counts.append(-1 if message is None else message.delivery_count)
+            consumer.close()
+        tx = conn.create_session(transacted=True)
+        consumer = tx.create_consumer(queue)
+        handed_out = consumer.receive(1)
+        tx.commit()
+        dlq = session.queue("ActiveMQ.DLQ")
+        dead = until(lambda: any(m.body == body for m in session.browse(dlq)), 10)
+        return counts, handed_out, dead
+
+
+def test_transacted_consumer_poisons_what_the_broker_redelivered_too_often(differ) -> None:
+    differ(
+        transacted_consumer_poisons_what_the_broker_redelivered_too_often, ([1, 2, 3], None, True)
+    )

@@ -21,8 +21,16 @@ from dovecote.client.destination_options import (
     split_options,
 )
 from dovecote.client.message import AckMode, Message, received_message
+from dovecote.client.redelivery import (
+    consumer_text,
+    counter,
+    message_key,
+    next_delay,
+    policy_text,
+    rolled_back,
+)
 from dovecote.client.transport import JMSError
-from dovecote.protocol.openwire import Structure
+from dovecote.protocol.openwire import Structure, Throwable
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.converter import destination_structure
 
@@ -238,15 +246,41 @@ class MessageConsumer:
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 self._send_pull(remaining)
                 continue
+            if self._redelivery_exceeded(dispatch):
+                self._poison(dispatch, "Dispatch")
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                self._send_pull(remaining)
+                continue
             if self._is_duplicate(dispatch):
                 self._send_ack(dispatch, STANDARD_ACK, 1, first=dispatch)
                 continue
             return dispatch
 
+    def _redelivery_exceeded(self, dispatch: Structure) -> bool:
+        """A transacted consumer's pre-dispatch check (RedeliveryPolicy.preDispatchCheck):
+        a message the broker redelivered more than maximumRedeliveries times is not handed
+        out but poison-acked, unless the broker's redelivery plugin delayed it."""
+        maximum = self.session.connection.options.redeliveryPolicy.maximumRedeliveries
+        if not self.session.transacted or maximum == -1:
+            return False
+        if (dispatch.get("redeliveryCounter", 0) or 0) <= maximum:
+            return False
+        return "redeliveryDelay" not in received_message(dispatch, self.session, self).properties
+
+    def _poison(self, dispatch: Structure, what: str) -> None:
+        counter = dispatch.get("redeliveryCounter", 0) or 0
+        ack = self._ack(dispatch, POISON_ACK, 1, dispatch)
+        ack.fields["poisonCause"] = Throwable(
+            "java.lang.Throwable",
+            f"{what}[{counter}] to {consumer_text(self._cid)} exceeds redelivery policy limit:"
+            f"{policy_text(self.session.connection.options.redeliveryPolicy)}",
+        )
+        self.session._send_ack(ack)
+
     def _is_duplicate(self, dispatch: Structure) -> bool:
         if self.session.ack_mode is not AckMode.AUTO_ACKNOWLEDGE:
             return False
-        key = _message_key(dispatch)
+        key = message_key(dispatch)
         if key in self._seen:
             return True
         self._seen[key] = None
@@ -286,6 +320,9 @@ class MessageConsumer:
     def _deliver_to_listener(self, dispatch: Structure) -> None:
         listener = self._listener
         if listener is None or self._is_duplicate(dispatch):
+            return
+        if self._redelivery_exceeded(dispatch):
+            self._poison(dispatch, "listener dispatch")
             return
         self._before_consumed(dispatch)
         expired = self._expired(dispatch)
@@ -447,26 +484,34 @@ class MessageConsumer:
         (to the dead-letter queue)."""
         with self._delivered_lock:
             if self.optimize_acknowledge:
-                # Read but not yet acked at the broker: no longer duplicates to suppress.
-                for dispatch in self._delivered[: self._ack_counter]:
-                    self._seen.pop(_message_key(dispatch), None)
+                # Consumed but not yet acked at the broker (the batch was not due): out of the
+                # delivered list, the oldest first, by the Java consumer's own loop bound.
+                removed = 0
+                while removed < len(self._delivered) and removed < self._ack_counter:
+                    self._seen.pop(message_key(self._delivered.pop(0)), None)
+                    removed += 1
             if not self._delivered:
                 return
             policy = self.session.connection.options.redeliveryPolicy
             newest = self._delivered[-1]
-            current = newest.get("redeliveryCounter", 0) or 0
+            current = counter(newest)
             if current > 0:
-                self._redelivery_delay = _next_delay(policy, self._redelivery_delay)
+                self._redelivery_delay = next_delay(policy, self._redelivery_delay)
             else:
                 self._redelivery_delay = policy.initialRedeliveryDelay
             oldest = self._delivered[0]
             for dispatch in self._delivered:
-                _rolled_back(dispatch)
-                self._seen.pop(_message_key(dispatch), None)
+                rolled_back(dispatch)
+                self._seen.pop(message_key(dispatch), None)
             count = len(self._delivered)
             maximum = policy.maximumRedeliveries
-            if maximum != -1 and (newest.get("redeliveryCounter", 0) or 0) > maximum:
+            if maximum != -1 and counter(newest) > maximum:
                 poison = self._ack(newest, POISON_ACK, count, oldest)
+                poison.fields["poisonCause"] = Throwable(
+                    "java.lang.Throwable",
+                    f"Delivery[{counter(newest)}] exceeds redelivery policy limit:"
+                    f"{policy_text(policy)}, cause:null",
+                )
                 self.session._send_ack(poison)
                 self._additional_window = max(0, self._additional_window - count)
                 self._redelivery_delay = 0
@@ -555,25 +600,3 @@ class MessageConsumer:
 
     def _to_message(self, dispatch: Structure) -> Message:
         return received_message(dispatch, self.session, self)
-
-
-def _message_key(dispatch: Structure) -> str:
-    mid = dispatch["message"]["messageId"]
-    return f"{mid['producerId']}:{mid['producerSequenceId']}"
-
-
-def _rolled_back(dispatch: Structure) -> None:
-    dispatch.fields["redeliveryCounter"] = (dispatch.get("redeliveryCounter", 0) or 0) + 1
-    message = dispatch["message"]
-    message.fields["redeliveryCounter"] = (message.get("redeliveryCounter", 0) or 0) + 1
-
-
-def _next_delay(policy: Any, previous: int) -> int:
-    """RedeliveryPolicy.getNextRedeliveryDelay: the fixed delay, or the previous one times
-    the multiplier under exponential back-off (capped by maximumRedeliveryDelay)."""
-    delay = policy.redeliveryDelay
-    if previous > 0 and policy.useExponentialBackOff and policy.backOffMultiplier > 1:
-        delay = int(previous * policy.backOffMultiplier)
-        if policy.maximumRedeliveryDelay != -1 and delay > policy.maximumRedeliveryDelay:
-            delay = max(policy.maximumRedeliveryDelay, policy.redeliveryDelay)
-    return int(delay)

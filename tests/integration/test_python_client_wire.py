@@ -251,3 +251,26 @@ def test_producer_close_sends_its_remove_info(broker_url: str, name: str) -> Non
         ]
         with pytest.raises(JMSError, match="closed"):
             producer.send("late")
+
+
+def test_browsing_acks_as_the_session_does_and_commits_a_transaction(
+    broker_url: str, name: str
+) -> None:
+    """As the Java QueueBrowser: its consumer acks each message it reads (AUTO: a standard
+    ack each, which the broker ignores for browsers), and a transacted session's browse
+    ends with a commit; the messages stay on the queue."""
+    with _started(broker_url) as conn:
+        session = conn.create_session()
+        q = session.queue(name)
+        producer = session.create_producer(q)
+        for i in range(2):
+            producer.send(f"m{i}")
+        sent = Sent(conn)
+        assert [m.body for m in session.browse(q)] == ["m0", "m1"]
+        assert sent.acks() == [(STANDARD, 1, False)] * 2
+        tx = conn.create_session(transacted=True)
+        sent.clear()
+        assert [m.body for m in tx.browse(q)] == ["m0", "m1"]
+        kinds = [c["type"] for c in sent.of(t.TRANSACTION_INFO)]
+        assert kinds == [0, 2]  # begun by the first message read, committed at the end
+        assert [m.body for m in session.browse(q)] == ["m0", "m1"]

@@ -135,7 +135,10 @@ class Session:
 
     def browse(self, destination: AnyDestination, selector: str | None = None) -> Iterator[Message]:
         """A queue browser (SPEC C9): every message now on the queue, none consumed. As the
-        Java QueueBrowser, it sees nothing while the connection is not started."""
+        Java QueueBrowser: it sees nothing while the connection is not started, each message
+        it reads is "consumed" by its browser consumer as the session's mode says (acks the
+        broker ignores for browsers), and once done it commits a transacted session's open
+        transaction."""
         self._check_open()
         browser = MessageConsumer(self, next(self._consumer_ids), destination, selector,
                                   None, browser=True)  # fmt: skip
@@ -147,11 +150,15 @@ class Session:
                     return
                 if dispatch is None or dispatch["message"] is None:
                     return
-                browser.last_delivered_sequence_id = dispatch["message"]["messageId"].get(
-                    "brokerSequenceId", -1
-                )
-                yield browser._to_message(dispatch)
+                expired = browser._expired(dispatch)
+                browser._before_consumed(dispatch)
+                message = browser._to_message(dispatch)
+                browser._after_consumed(dispatch, expired)
+                if not expired:
+                    yield message
         finally:
+            if self.transacted and self._tx is not None and not self.closed:
+                self.commit()
             browser.close()
 
     def _forget(self, consumer: MessageConsumer) -> None:

@@ -31,6 +31,8 @@ class ActiveMQ:
     stomp_port: int
     process: subprocess.Popen[bytes]
     base: Path
+    ssl_port: int = 0
+    """With ``ssl_keystore``: an ssl:// transport connector's port."""
 
 
 def classpath() -> str:
@@ -54,12 +56,15 @@ def running_activemq(
     openwire_port: int = 0,
     scheduler_support: bool = False,
     topic_pending_limit: int | None = None,
+    ssl_keystore: tuple[Path, str] | None = None,
 ) -> Iterator[ActiveMQ]:
     """Start ActiveMQ; with ``base`` (kept afterwards) and a fixed port a test can kill it
     and start it again on the same store. ``scheduler_support`` turns on its scheduler
     (the ``schedulerSupport`` attribute of ``<broker>``, off in the packaged file);
     ``topic_pending_limit`` gives topics a constantPendingMessageLimitStrategy (ActiveMQ's
-    distribution has one of 1000; the packaged file none)."""
+    distribution has one of 1000; the packaged file none); ``ssl_keystore`` (a PKCS#12
+    file with the broker's key and certificate, and its password) adds an ssl://
+    transport connector on a free port."""
     keep = base is not None
     base = base or Path(tempfile.mkdtemp(prefix="dovecote-amq-"))
     try:
@@ -95,6 +100,17 @@ def running_activemq(
             )
         if scheduler_support:
             xml = xml.replace("<broker ", '<broker schedulerSupport="true" ', 1)
+        ssl_port = 0
+        if ssl_keystore is not None:
+            ssl_port = free_port()
+            keystore, password = ssl_keystore
+            xml = xml.replace(
+                "<transportConnectors>",
+                f'<sslContext><sslContext keyStore="file:{keystore}" keyStorePassword='
+                f'"{password}" keyStoreType="pkcs12"/></sslContext>\n<transportConnectors>\n'
+                f'<transportConnector name="ssl" uri="ssl://127.0.0.1:{ssl_port}"/>',
+                1,
+            )
         conf.write_text(xml)
         proc = subprocess.Popen(
             ["java", *JVM_HEAP, f"-Dactivemq.home={HOME}", f"-Dactivemq.base={base}",
@@ -109,7 +125,7 @@ def running_activemq(
                     log = (base / "out.log").read_text(errors="replace")[-3000:]
                     raise RuntimeError(f"ActiveMQ did not start:\n{log}")
                 time.sleep(0.1)
-            yield ActiveMQ(openwire, stomp, proc, base)
+            yield ActiveMQ(openwire, stomp, proc, base, ssl_port)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:

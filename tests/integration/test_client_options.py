@@ -1,7 +1,7 @@
 """The URL options dovecote's client acts on do what the Java client's do, on a real socket to
 a real broker: TcpTransport's socket settings, connect and negotiation timeouts, soTimeout's
-harmless read timeouts, the inactivity monitor switched off, trace; and ssl:// is refused,
-never spoken in plain text. (Which options are accepted at all: test_client_options_parity.)"""
+harmless read timeouts, the inactivity monitor switched off, trace. (Which options are
+accepted at all: test_client_options_parity; ssl://: test_client_options_ssl.)"""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from brokers import running_broker
-from dovecote.client import ConnectionFactory, OptionError, options
+from dovecote.client import ConnectionFactory, options, parse_broker_url
 from dovecote.client.connection import Connection
 from dovecote.protocol.openwire import schema as t
 
@@ -155,12 +155,10 @@ def test_trace_logs_every_command(broker_url: str, caplog: pytest.LogCaptureFixt
     assert sent and received
 
 
-@pytest.mark.parametrize(
-    "url", ["ssl://127.0.0.1:61617", "failover:(tcp://127.0.0.1:1,ssl://127.0.0.1:2)"]
-)
-def test_ssl_urls_are_refused_never_spoken_in_plain_text(url: str) -> None:
-    with pytest.raises(OptionError, match="ssl"):
-        ConnectionFactory(url)
+def test_an_ssl_member_is_spoken_in_tls_and_only_it() -> None:
+    url = parse_broker_url("failover:(tcp://a:61616,ssl://b:61617?verifyHostName=false)")
+    assert [m.transport.tls for m in url.members] == [False, True]
+    assert [m.transport.verifyHostName for m in url.members] == [True, False]
 
 
 def test_every_accepted_option_is_written_down() -> None:
@@ -172,8 +170,8 @@ def test_every_accepted_option_is_written_down() -> None:
         "jms.": options.CONNECTION_FACTORY, "jms.prefetchPolicy.": options.PREFETCH_POLICY,
         "jms.redeliveryPolicy.": options.REDELIVERY_POLICY,
         "jms.blobTransferPolicy.": options.BLOB_TRANSFER_POLICY,
-        "wireFormat.": options.WIRE_FORMAT, "socket.": options.SOCKET,
-        "": {**options.TCP_TRANSPORT, **options.INACTIVITY_MONITOR,
+        "wireFormat.": options.WIRE_FORMAT, "socket.": options.SSL_SOCKET,
+        "": {**options.SSL_TRANSPORT, **options.INACTIVITY_MONITOR,
              **options.WIRE_FORMAT_NEGOTIATOR, **options.FAILOVER},
     }  # fmt: skip
     missing = [

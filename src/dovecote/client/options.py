@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -124,6 +125,10 @@ class TransportOptions:
     """``socket.*``: java.net.Socket's properties, converted."""
     verifyHostName: bool = True
     """ssl:// only: check the broker's certificate names the host (SslTransport's)."""
+    tls: bool = False
+    """An ssl:// URI: the connection speaks TLS, never plain text."""
+    tls_context: ssl.SSLContext | None = None
+    """Set by SslConnectionFactory (its trust store); None: the system's trust."""
 
 
 @dataclass
@@ -255,6 +260,11 @@ WIRE_FORMAT_NEGOTIATOR: dict[str, str | None] = {
 SOCKET: dict[str, str | None] = {
     "keepAlive": BOOL, "oOBInline": BOOL, "receiveBufferSize": INT, "reuseAddress": BOOL,
     "sendBufferSize": INT, "soTimeout": INT, "tcpNoDelay": BOOL, "trafficClass": INT,
+}  # fmt: skip
+SSL_SOCKET: dict[str, str | None] = {
+    **SOCKET, "verifyHostName": BOOL, "enabledCipherSuites": STR, "enabledProtocols": STR,
+    "needClientAuth": BOOL, "wantClientAuth": BOOL, "useClientMode": BOOL,
+    "enableSessionCreation": BOOL,  # SSLSocket's
 }  # fmt: skip
 FAILOVER: dict[str, str | None] = {
     "backup": BOOL, "backupPoolSize": INT, "initialReconnectDelay": LONG, "maxCacheSize": INT,
@@ -424,11 +434,6 @@ def _member(uri: str, nested: str, top_level: bool) -> Member:
     scheme = parts.scheme
     if scheme not in _SCHEMES:
         raise OptionError(f"unsupported transport {scheme!r} in {uri!r}")
-    if scheme in ("ssl", "nio+ssl"):
-        raise OptionError(
-            f"transport {scheme}:// in {uri!r}: TLS is not supported by dovecote's client "
-            "yet; use tcp:// (never plain text under an ssl URL)"
-        )
     if not parts.hostname:
         raise OptionError(f"broker URL {uri!r} names no host")
     try:
@@ -445,11 +450,18 @@ def _member(uri: str, nested: str, top_level: bool) -> Member:
         raise OptionError(f"wire format {wire_type!r} in {uri!r}: only OpenWire ('default')")
     _assign(member.wire_format, options.take(WIRE_FORMAT, "wireFormat."), member.ignored,
             "wireFormat.")  # fmt: skip
-    _assign(member.transport, options.take(TCP_TRANSPORT), member.ignored, "")
+    tls = scheme in ("ssl", "nio+ssl")
+    member.transport.tls = tls
+    taken = options.take(SSL_TRANSPORT if tls else TCP_TRANSPORT)
+    _assign(member.transport, taken, member.ignored, "")
     socket_options = options.extract("socket.")
+    if tls and "verifyHostName" in socket_options and "verifyHostName" not in taken:
+        # SslTransport's own rule: socket.verifyHostName stands in for the unset property.
+        member.transport.verifyHostName = (socket_options["verifyHostName"] or "").lower() == "true"
     for name, text in socket_options.items():
         try:
-            member.transport.socket[name] = java_value(SOCKET.get(name), text)
+            member.transport.socket[name] = java_value((SSL_SOCKET if tls else SOCKET).get(name),
+                                                       text)  # fmt: skip
         except _Refused:
             # Java applies them to the socket when it connects: "Invalid socket parameters".
             raise OptionError(f"option socket.{name}={text} of {uri}: Invalid socket "

@@ -15,8 +15,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 from dovecote.client.options import TransportOptions, WireFormatOptions
+
+if TYPE_CHECKING:
+    from dovecote.client.tls import TlsChannel
 from dovecote.core.errors import RemoteProtocolError
 from dovecote.protocol.openwire import (
     NEED_DATA,
@@ -120,6 +124,7 @@ class ClientTransport:
         self._closed = threading.Event()
         self._close_lock = threading.Lock()
         self._sock: socket.socket | None = None
+        self._tls: TlsChannel | None = None
         self._last_read = self._last_write = time.monotonic()
         self.round_trips = 0
         """Requests that waited for a response (tests count them)."""
@@ -131,9 +136,18 @@ class ClientTransport:
         # connectionTimeout 0: no limit, as java.net.Socket.connect(address, 0).
         timeout = options.connectionTimeout / 1000 if options.connectionTimeout > 0 else None
         sock = socket.create_connection((self.host, self.port), timeout=timeout)
-        sock.settimeout(None)
         self._sock = sock
         configure_socket(sock, options)
+        if options.tls:
+            from dovecote.client.tls import TlsChannel  # (it imports the connection module)
+
+            self._tls = TlsChannel(sock, options, self.host)
+            try:
+                self._tls.handshake()  # under the connect's timeout
+            except BaseException:
+                sock.close()
+                raise
+        sock.settimeout(None)
         self._ours = client_wire_format(self.wire)
         self._send(self._ours)
         threading.Thread(
@@ -157,7 +171,7 @@ class ClientTransport:
         data = self.marshaller.frame(structure)
         try:
             with self._write_lock:
-                self._sock.sendall(data)
+                (self._tls or self._sock).sendall(data)
                 self._last_write = time.monotonic()
         except OSError as exc:
             # The broker went away under a send (reset, broken pipe) before the reader saw
@@ -197,9 +211,11 @@ class ClientTransport:
         try:
             while not self._closed.is_set():
                 try:
-                    data = self._sock.recv(size)
+                    data = self._tls.recv(size) if self._tls else self._sock.recv(size)
                 except (BlockingIOError, TimeoutError):
                     continue  # soTimeout passed: as in Java, a read timeout is no error
+                if data is None:
+                    continue  # TLS's own records (a session ticket), no OpenWire bytes
                 if not data:
                     raise TransportClosedError("the broker closed the connection")
                 self._last_read = time.monotonic()

@@ -282,6 +282,14 @@ class Connection:
         if self.closed:
             return
         self.stop()
+        watcher = self.temp_watcher
+        if watcher is not None and not watcher.closed:
+            # As the Java AdvisoryConsumer's dispose: its own RemoveInfo, sequence unknown.
+            watcher._dispose()
+            with contextlib.suppress(OSError, JMSError):
+                self.transport.oneway(Structure(t.REMOVE_INFO, {
+                    "objectId": watcher.consumer_id, "lastDeliveredSequenceId": -2,
+                }))  # fmt: skip
         # As ActiveMQConnection: sessions closed locally, the broker told once, with the last
         # broker sequence any of them delivered (the advisory watcher's session aside).
         last_delivered = -1

@@ -1,0 +1,275 @@
+"""The Python client sends what the Java client 5.17 sends: each scenario runs once with the
+Java client (tests/java/WireScenarios.java) and once with dovecote's Python client, both
+through a recording proxy in front of one dovecote broker; the commands each sent (consumer
+settings, acks, transactions, RemoveInfos, sends), named by the bodies of the messages they
+concern, must be the same list."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from activemq import classpath
+from brokers import BrokerProcess, running_broker
+from dovecote.client import AckMode, Connection, ConnectionFactory
+from dovecote.protocol.openwire import NEED_DATA, FrameReader, Marshaller, Structure
+from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.primitives import decode_text_body
+
+JAVA = Path(__file__).parent.parent / "java" / "WireScenarios.java"
+ID_KINDS = {t.CONNECTION_ID: "connection", t.SESSION_ID: "session", t.CONSUMER_ID: "consumer",
+            t.PRODUCER_ID: "producer"}  # fmt: skip
+SENDS = (t.TEXT_MESSAGE, t.BYTES_MESSAGE, t.MAP_MESSAGE)
+
+
+class Recording:
+    """Decodes both directions of one proxied connection: what the client sent, and the
+    bodies of the messages (by id) so that acks and RemoveInfos can be named by them."""
+
+    def __init__(self) -> None:
+        self.sent: list[Structure] = []
+        self.bodies: dict[tuple[str, int], str] = {}
+        self.by_sequence: dict[int, str] = {}
+
+    def learn(self, message: Structure) -> None:
+        mid = message["messageId"]
+        body = decode_text_body(message["content"]) if message["content"] else ""
+        self.bodies[(str(mid["producerId"]), mid["producerSequenceId"])] = body
+        if mid.get("brokerSequenceId") is not None:
+            self.by_sequence[mid["brokerSequenceId"]] = body
+
+    def body_of(self, mid: Structure | None) -> str | None:
+        if mid is None:
+            return None
+        return self.bodies.get((str(mid["producerId"]), mid["producerSequenceId"]), "?")
+
+    def commands(self) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        for s in self.sent:
+            destination = s["destination"] if s.type in (t.CONSUMER_INFO, t.MESSAGE_ACK) else None
+            if destination is not None and "Advisory" in str(destination["physicalName"]):
+                continue  # the advisory consumer: a different mechanism in each client
+            if s.type == t.CONSUMER_INFO:
+                out.append(("consumer", s["prefetchSize"], s["selector"], bool(s["noLocal"]),
+                            bool(s["exclusive"]), s.get("priority", 0), bool(s["browser"]),
+                            s["subscriptionName"], bool(s["retroactive"]),
+                            s.get("maximumPendingMessageLimit", 0)))  # fmt: skip
+            elif s.type == t.MESSAGE_ACK:
+                out.append(("ack", s["ackType"], s["messageCount"],
+                            self.body_of(s["firstMessageId"]), self.body_of(s["lastMessageId"]),
+                            s["transactionId"] is not None))  # fmt: skip
+            elif s.type == t.TRANSACTION_INFO:
+                out.append(("transaction", s["type"]))
+            elif s.type == t.REMOVE_INFO:
+                last = s["lastDeliveredSequenceId"]
+                out.append(("remove", ID_KINDS.get(s["objectId"].type),
+                            self.by_sequence.get(last, last)))  # fmt: skip
+            elif s.type in SENDS:
+                body = decode_text_body(s["content"]) if s["content"] else ""
+                out.append(("send", body, bool(s["persistent"]), s["transactionId"] is not None))
+            elif s.type == t.SHUTDOWN_INFO:
+                out.append(("shutdown",))
+        return out
+
+
+class RecordingProxy:
+    """A TCP proxy in front of the broker that records every connection through it."""
+
+    def __init__(self, upstream: int) -> None:
+        self.upstream = upstream
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.recordings: list[Recording] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            broker = socket.create_connection(("127.0.0.1", self.upstream))
+            recording = Recording()
+            self.recordings.append(recording)
+            threading.Thread(target=self._pipe, args=(client, broker, recording, True),
+                             daemon=True).start()  # fmt: skip
+            threading.Thread(target=self._pipe, args=(broker, client, recording, False),
+                             daemon=True).start()  # fmt: skip
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket, recording: Recording,
+              from_client: bool) -> None:  # fmt: skip
+        frames, marshaller = FrameReader(), Marshaller()
+        marshaller.version = 12
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+                frames.receive_data(data)
+                while (frame := frames.next_frame()) is not NEED_DATA:
+                    command = marshaller.parse_body(frame)
+                    if from_client:
+                        recording.sent.append(command)
+                        if command.type in SENDS:
+                            recording.learn(command)
+                    elif command.type == t.MESSAGE_DISPATCH and command["message"] is not None:
+                        recording.learn(command["message"])
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                with suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(workdir=tmp_path_factory.mktemp("vsjava")) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("java")
+    subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", classpath(), str(JAVA)],
+                   check=True, capture_output=True)  # fmt: skip
+    return out
+
+
+@contextmanager
+def proxied(broker: BrokerProcess) -> Iterator[RecordingProxy]:
+    proxy = RecordingProxy(broker.openwire_port)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+def _settled(proxy: RecordingProxy) -> list[tuple[Any, ...]]:
+    """The recording once the client's last command (ShutdownInfo) has passed through."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if proxy.recordings and ("shutdown",) in proxy.recordings[-1].commands():
+            break
+        time.sleep(0.02)
+    return proxy.recordings[-1].commands()
+
+
+# -- the Python client's side of each scenario (the Java side: WireScenarios.java) ---------
+
+
+def client_ack_prefetch_1(conn: Connection, queue: str) -> None:
+    session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+    q = session.queue(queue)
+    producer = session.create_producer(q)
+    for i in range(5):
+        producer.send(f"m{i}")
+    consumer = session.create_consumer(q)
+    last = None
+    for _ in range(5):
+        last = consumer.receive(5)
+    assert last is not None
+    last.acknowledge()
+
+
+def session_close(conn: Connection, queue: str) -> None:
+    session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+    q = session.queue(queue)
+    producer = session.create_producer(q)
+    for i in range(5):
+        producer.send(f"m{i}")
+    consumer = session.create_consumer(q)
+    consumer.receive(5)
+    consumer.receive(5)
+    session.close()
+
+
+def recover(conn: Connection, queue: str) -> None:
+    session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+    q = session.queue(queue)
+    session.create_producer(q).send("m0")
+    consumer = session.create_consumer(q)
+    for _ in range(2):
+        consumer.receive(5)
+        session.recover()
+    message = consumer.receive(5)
+    assert message is not None
+    message.acknowledge()
+    consumer.close()
+
+
+def transacted(conn: Connection, queue: str) -> None:
+    session = conn.create_session(transacted=True)
+    q = session.queue(queue)
+    producer = session.create_producer(q)
+    producer.send("m0")
+    producer.send("m1")
+    session.commit()
+    consumer = session.create_consumer(q)
+    consumer.receive(5)
+    consumer.receive(5)
+    session.commit()
+    consumer.receive(0.3)
+    session.rollback()
+
+
+def expired(conn: Connection, queue: str) -> None:
+    session = conn.create_session()
+    q = session.queue(queue)
+    consumer = session.create_consumer(q)
+    producer = session.create_producer(q)
+    producer.send("short", time_to_live=300)
+    producer.send("long")
+    time.sleep(0.6)
+    consumer.receive(5)
+    consumer.receive(0.3)
+
+
+def auto(conn: Connection, queue: str) -> None:
+    session = conn.create_session()
+    q = session.queue(queue)
+    producer = session.create_producer(q)
+    for i in range(3):
+        producer.send(f"m{i}")
+    consumer = session.create_consumer(q)
+    for _ in range(3):
+        consumer.receive(5)
+    consumer.close()
+
+
+OPTIONS = {"client_ack_prefetch_1": "&jms.prefetchPolicy.queuePrefetch=1",
+           "transacted": "&jms.prefetchPolicy.queuePrefetch=2"}  # fmt: skip
+SCENARIOS: list[Callable[[Connection, str], None]] = [
+    client_ack_prefetch_1, session_close, recover, transacted, expired, auto,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda f: f.__name__)
+def test_sends_what_the_java_client_sends(
+    broker: BrokerProcess, scenarios: Path, scenario: Callable[[Connection, str], None]
+) -> None:
+    name = scenario.__name__
+    with proxied(broker) as proxy:
+        subprocess.run(["java", "-cp", f"{classpath()}:{scenarios}", "WireScenarios",
+                        str(proxy.port), f"vsjava.{uuid.uuid4().hex[:8]}", name],
+                       check=True, capture_output=True, timeout=60)  # fmt: skip
+        java = _settled(proxy)
+    url = ("tcp://127.0.0.1:{}?jms.redeliveryPolicy.initialRedeliveryDelay=0"
+           "&jms.redeliveryPolicy.redeliveryDelay=0" + OPTIONS.get(name, ""))  # fmt: skip
+    with proxied(broker) as proxy:
+        with ConnectionFactory(url.format(proxy.port)).create_connection() as conn:
+            conn.start()
+            scenario(conn, f"vsjava.{uuid.uuid4().hex[:8]}")
+        python = _settled(proxy)
+    assert python == java

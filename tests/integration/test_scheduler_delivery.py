@@ -160,6 +160,21 @@ def test_openwire_repeat_must_be_an_int_as_activemq_requires(broker: BrokerProce
         assert bodies == ["y", "y"]
 
 
+def test_a_job_for_a_temporary_queue_gone_is_dropped(broker: BrokerProcess) -> None:
+    """The temporary queue's connection closed before the delay ended: the copy has
+    nowhere to go (as ActiveMQ, the scheduler logs it); no queue is made for it."""
+    with Client(broker.stomp_address) as client:
+        stomp_send(client, "/temp-queue/gone", "orphan", AMQ_SCHEDULED_DELAY="300")
+        _, jobs = admin(broker, "/api/scheduler/jobs")
+        [job] = [j for j in jobs if j["destination"].startswith("ID:")]
+    deadline = time.monotonic() + 10
+    while any(j["job_id"] == job["job_id"] for j in admin(broker, "/api/scheduler/jobs")[1]):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    _, queues = admin(broker, "/api/destinations?type=queue")
+    assert all(q["name"] != job["destination"] for q in queues)
+
+
 def admin(broker: BrokerProcess, path: str, method: str = "GET") -> tuple[int, Any]:
     url = f"http://127.0.0.1:{broker.console_port}{path}"
     request = urllib.request.Request(url, method=method)

@@ -24,7 +24,7 @@ from dovecote.broker.scheduler import (
     wants_schedule,
 )
 from dovecote.core.commands import SendMessage
-from dovecote.core.destinations import queue, topic
+from dovecote.core.destinations import Destination, queue, topic
 from dovecote.core.ids import IdGenerator
 from dovecote.core.message import Message
 from dovecote.protocol.openwire.primitives import JavaInt, JavaShort
@@ -158,6 +158,9 @@ class FakeBroker:
 
     async def publish(self, message: Message) -> None:
         self.published.append(message)
+
+    def _check_usable(self, destination: Destination) -> None:
+        return None
 
 
 class Clock:

@@ -436,8 +436,12 @@ class Scheduler(BrokerPlugin):
         message_id = job.message.message_id
         if job.fresh_ids:
             message_id = f"{self._producer}:{next(self._copy_seq)}"
+        copy = delivered_copy(job, message_id, now)
         try:
-            await self.broker.publish(delivered_copy(job, message_id, now))
+            for destination in copy.destination.components():
+                # A temporary destination may have gone with its connection since.
+                self.broker._check_usable(destination)
+            await self.broker.publish(copy)
         except DovecoteError as exc:
             log.error("scheduled message of job %s not delivered: %s", job.job_id, exc)
 

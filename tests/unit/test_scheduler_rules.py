@@ -6,11 +6,13 @@ records what the scheduler publishes; the clock is set by hand."""
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from dateutil.tz import tzlocal
 
+from dovecote.app import make_plugins
 from dovecote.broker.scheduler import (
     JOB_ID,
     Schedule,
@@ -23,6 +25,7 @@ from dovecote.broker.scheduler import (
     read_schedule,
     wants_schedule,
 )
+from dovecote.config import load_config
 from dovecote.core.commands import SendMessage
 from dovecote.core.destinations import Destination, queue, topic
 from dovecote.core.ids import IdGenerator
@@ -312,3 +315,13 @@ async def test_messages_without_schedule_pass(setup: Any) -> None:
     for props in ({}, {"other": 1}, {"AMQ_SCHEDULED_REPEAT": JavaInt(2)}):
         message = Message("ID:c:1:1:1", queue("q"), properties=props)
         assert not await scheduler.on_send(None, SendMessage(message))
+
+
+def test_scheduler_support_is_off_unless_configured(tmp_path: Path) -> None:
+    assert load_config(None).broker.scheduler_support is False
+    path = tmp_path / "dovecote.toml"
+    path.write_text("[broker]\nscheduler_support = true\n")
+    config = load_config(path)
+    assert config.broker.scheduler_support is True
+    assert [type(p).__name__ for p in make_plugins(config)] == ["Scheduler"]
+    assert make_plugins(load_config(None)) == []

@@ -131,6 +131,7 @@ def stomp_settings(config: Config) -> StompListenerSettings:
         heartbeat_ms=s.heartbeat_ms,
         heartbeat_grace=s.heartbeat_grace,
         max_connections=s.max_connections,
+        connect_attempt_timeout_ms=s.connect_attempt_timeout_ms,
     )
 
 
@@ -143,6 +144,7 @@ def openwire_settings(config: Config) -> OpenWireListenerSettings:
         max_inactivity_ms=o.max_inactivity_ms,
         max_inactivity_initial_delay_ms=o.max_inactivity_initial_delay_ms,
         max_connections=o.max_connections,
+        connect_attempt_timeout_ms=o.connect_attempt_timeout_ms,
     )
 
 
@@ -160,7 +162,12 @@ class BrokerApp:
         if config.auto.enabled:
             self.auto = AutoServer(
                 self.broker,
-                AutoListenerSettings(config.auto.host, config.auto.port),
+                AutoListenerSettings(
+                    config.auto.host,
+                    config.auto.port,
+                    config.auto.max_connections,
+                    config.auto.protocol_detection_timeout_ms,
+                ),
                 stomp_settings(config),
                 openwire_settings(config),
             )

@@ -108,6 +108,9 @@ class StompSection(_Section, frozen=True):
     heartbeat_grace: Annotated[float, Meta(ge=1.0)] = 1.5
     """A client is dropped after heart-beat interval x this of silence."""
     max_connections: Positive = 1000
+    """Connections beyond this are refused (ActiveMQ's maximumConnections)."""
+    connect_attempt_timeout_ms: NonNegative = 30_000
+    """A client that sends no CONNECT in this long is dropped (connectAttemptTimeout; 0: never)."""
 
 
 class OpenWireSection(_Section, frozen=True):
@@ -119,6 +122,10 @@ class OpenWireSection(_Section, frozen=True):
     """maxInactivityDuration: keep-alives both ways; a silent peer is dropped (0: off)."""
     max_inactivity_initial_delay_ms: NonNegative = 10_000
     max_connections: Positive = 1000
+    """Connections beyond this are refused (ActiveMQ's maximumConnections)."""
+    connect_attempt_timeout_ms: NonNegative = 30_000
+    """A client whose WireFormatInfo does not come in this long is dropped (the inactivity
+    monitor's connectAttemptTimeout; 0: never)."""
 
 
 class AutoSection(_Section, frozen=True):
@@ -127,6 +134,9 @@ class AutoSection(_Section, frozen=True):
     enabled: bool = False
     host: str = "127.0.0.1"
     port: Port = 61608
+    max_connections: Positive = 1000
+    protocol_detection_timeout_ms: NonNegative = 30_000
+    """A client that sends nothing in this long is dropped (protocolDetectionTimeOut; 0: never)."""
 
 
 class ConsoleSection(_Section, frozen=True):

@@ -23,6 +23,24 @@ class RemoteProtocolError(ProtocolError):
     """The peer sent bytes or frames the protocol does not allow."""
 
 
+class MalformedCommandError(RemoteProtocolError):
+    """A command that was framed and parsed but whose content the protocol does not allow
+    (an unknown ack type, a missing id): it is answered and the connection goes on, since the
+    stream is still in step."""
+
+    fatal = False
+
+
+def peer_error(exc: Exception, what: str, fatal: bool = True) -> RemoteProtocolError:
+    """A failure decoding a peer's bytes that is not one of ours (struct.error, KeyError,
+    UnicodeDecodeError...) as the RemoteProtocolError it is, naming ``what`` was read. The
+    original's traceback is dropped: it says nothing about the broker."""
+    kind = RemoteProtocolError if fatal else MalformedCommandError
+    error = kind(f"malformed {what}: {type(exc).__name__}: {exc}")
+    error.__suppress_context__ = True
+    return error
+
+
 class LocalProtocolError(ProtocolError):
     """Our own side tried to send something the protocol does not allow (a bug or misuse)."""
 

@@ -18,13 +18,15 @@ from dovecote.transport.stomp import StompConnection, StompListenerSettings
 from dovecote.transport.stream import Stream
 
 log = logging.getLogger("dovecote.auto")
-DETECT_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
 class AutoListenerSettings:
     host: str = "127.0.0.1"
     port: int = 61608
+    max_connections: int = 1000
+    protocol_detection_timeout_ms: int = 30_000
+    """A client that sends nothing in this long is dropped (protocolDetectionTimeOut)."""
 
 
 class AutoServer(Listener):
@@ -37,15 +39,17 @@ class AutoServer(Listener):
         stomp: StompListenerSettings,
         openwire: OpenWireListenerSettings,
     ) -> None:
-        super().__init__(settings.host, settings.port, stomp.max_connections)
+        super().__init__(settings.host, settings.port, settings.max_connections)
+        self.settings = settings
         self.broker = broker
         self.stomp = stomp
         self.openwire = openwire
 
     async def serve(self, stream: Stream) -> None:
         try:
-            first = await asyncio.wait_for(stream.read(1), DETECT_TIMEOUT_S)
-        except TimeoutError:
+            timeout_ms = self.settings.protocol_detection_timeout_ms
+            first = await asyncio.wait_for(stream.read(1), timeout_ms / 1000 or None)
+        except (TimeoutError, ConnectionError):
             first = b""
         if not first:
             stream.close()

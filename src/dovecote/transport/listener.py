@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from dovecote.core.commands import SendMessage
+from dovecote.transport.peerlog import PEER_LOG
 from dovecote.transport.stream import Stream
 
 if TYPE_CHECKING:
@@ -70,6 +71,10 @@ class Listener:
         task = asyncio.current_task()
         assert task is not None
         if len(self._connections) >= self.max_connections:
+            PEER_LOG.peer(
+                log, None, "%s: %d connections, the maximum; refusing one from %s",
+                self.name, self.max_connections, stream.get_extra_info("peername"),
+            )  # fmt: skip
             self.refuse(stream)
             stream.close()
             return

@@ -6,7 +6,10 @@ frame must be its WireFormatInfo, after which both sides speak the negotiated fo
 size-prefixed). Each command runs to completion in the broker before the next is read, and
 one that asked for a response gets exactly one: Response, or ExceptionResponse naming the
 problem. A failed command that wanted no response gets a ConnectionError. Only a broken
-protocol (an unparseable frame) ends the connection; other connections never notice.
+protocol (an unparseable frame, a bad handshake) ends the connection; other connections
+never notice. Whatever a peer gets wrong is answered and logged in one line at most, within
+the limits of transport/peerlog.py; a client that sends no WireFormatInfo within
+``connect_attempt_timeout_ms`` is dropped (ActiveMQ's InactivityMonitor connect check).
 
 Inactivity (the InactivityMonitor's rules): we write a KeepAliveInfo whenever we have been
 silent for a third of the negotiated interval, and drop a client that sent nothing for the
@@ -24,7 +27,7 @@ from typing import Final
 
 from dovecote.broker.broker import Broker
 from dovecote.core.commands import MessageAck, MessageDispatch, SendMessage
-from dovecote.core.errors import DovecoteError, ProtocolError
+from dovecote.core.errors import BrokerError, DovecoteError, ProtocolError, peer_error
 from dovecote.core.ids import ConnectionId
 from dovecote.protocol.openwire import (
     NEED_DATA,
@@ -35,9 +38,15 @@ from dovecote.protocol.openwire import (
     negotiate,
 )
 from dovecote.protocol.openwire.ack_frames import AckFrames
+from dovecote.protocol.openwire.bigendian import i32
 from dovecote.protocol.openwire.converter import OpenWireConverter, OpenWireRequest
 from dovecote.protocol.openwire.dispatch_frames import DispatchFrames
-from dovecote.protocol.openwire.schema import KEEP_ALIVE_INFO, WIRE_FORMAT_INFO
+from dovecote.protocol.openwire.schema import (
+    COMMANDS,
+    KEEP_ALIVE_INFO,
+    WIRE_FORMAT_INFO,
+    type_name,
+)
 from dovecote.protocol.openwire.send_frames import SendFrames
 from dovecote.transport.listener import (
     MAX_BATCHED_SENDS,
@@ -46,6 +55,7 @@ from dovecote.transport.listener import (
     Listener,
     SendBatch,
 )
+from dovecote.transport.peerlog import PEER_LOG, ConnectionBudget
 from dovecote.transport.stream import Stream
 
 log = logging.getLogger("dovecote.openwire")
@@ -59,6 +69,7 @@ class OpenWireListenerSettings:
     max_inactivity_ms: int = 30_000
     max_inactivity_initial_delay_ms: int = 10_000
     max_connections: int = 1000
+    connect_attempt_timeout_ms: int = 30_000
 
 
 class OpenWireServer(Listener):
@@ -104,26 +115,56 @@ class OpenWireConnection:
         self._timers: list[asyncio.Task[None]] = []
         self._batch = SendBatch()
         self._acks: list[MessageAck] = []
+        self.budget = ConnectionBudget()
+        self._handshake_timer: asyncio.TimerHandle | None = None
 
     async def run(self) -> None:
         self._write(self.our_format)
         self._write(self.converter.broker_info(f"ID:{self.broker.settings.broker_name}"))
+        timeout_ms = self.settings.connect_attempt_timeout_ms
+        if timeout_ms > 0:
+            self._handshake_timer = asyncio.get_running_loop().call_later(
+                timeout_ms / 1000, self._no_handshake
+            )
+        # Nothing a connection raises leaves it: an exception let out of a compiled
+        # coroutine was chained to every later one (each logged traceback grew).
         try:
             await self._read_loop()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
-        finally:
-            for timer in self._timers:
-                timer.cancel()
-            # Sends already accepted are routed even when the client is gone.
-            with contextlib.suppress(ConnectionError):
-                await self._route_batch()
-                await self._settle_acks()
-            if self._registered is not None:
-                await self.broker.remove_connection(self._registered)
-            self.out.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await self.stream.wait_closed()
+        except Exception as exc:
+            PEER_LOG.bug(log, self.budget, f"on OpenWire connection {self._name()}", exc)
+        try:
+            await self._close()
+        except Exception as exc:
+            PEER_LOG.bug(log, self.budget, f"closing OpenWire connection {self._name()}", exc)
+
+    async def _close(self) -> None:
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+        for timer in self._timers:
+            timer.cancel()
+        # Sends already accepted are routed even when the client is gone.
+        with contextlib.suppress(ConnectionError):
+            await self._route_batch()
+            await self._settle_acks()
+        if self._registered is not None:
+            await self.broker.remove_connection(self._registered)
+        self.out.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await self.stream.wait_closed()
+
+    def _name(self) -> str:
+        return f"{self.converter.connection_id} from {_peer(self.stream)}"
+
+    def _no_handshake(self) -> None:
+        if not self._negotiated and not self.stream.is_closing():
+            PEER_LOG.peer(
+                log, self.budget, "OpenWire connection from %s sent no WireFormatInfo in %d ms; "
+                "closing it", _peer(self.stream), self.settings.connect_attempt_timeout_ms,
+                level=logging.INFO,
+            )  # fmt: skip
+            self.stream.close()
 
     async def _read_loop(self) -> None:
         # Bytes an auto-detecting listener already read come first.
@@ -140,11 +181,15 @@ class OpenWireConnection:
             chunks = []
             while True:
                 structure: Structure | None = None
+                frame: bytes | None = None
+                stage = _FRAMING
                 try:
-                    frame = self.frames.next_frame()
-                    if frame is NEED_DATA:
+                    read = self.frames.next_frame()
+                    if read is NEED_DATA:
                         break
-                    assert isinstance(frame, bytes)
+                    assert isinstance(read, bytes)
+                    frame = read
+                    stage = _PARSING
                     # The common cases inline (no coroutine per frame): an ack, or a send
                     # nobody waits for with room for it. Plain ones are read straight from
                     # their bytes (ack_frames.py, send_frames.py).
@@ -153,11 +198,14 @@ class OpenWireConnection:
                     if plain is None:
                         structure = self.marshaller.parse_body(frame)
                         if structure.type in _NOT_COMMANDS or not self._negotiated:
+                            stage = _HANDSHAKE
                             if not await self._handle(structure):
                                 return
                             continue
+                        stage = _CONVERTING
                         request = self.converter.on_structure(structure)
                         plain = _async_ack(request) or _async_send(request)
+                    stage = _RUNNING
                     if isinstance(plain, MessageAck):
                         # Settled with the others read in the same chunk, and the room
                         # they make filled by one dispatch.
@@ -182,18 +230,45 @@ class OpenWireConnection:
                         request = OpenWireRequest((plain,))
                     if not await self._handle_request(request):
                         return
-                except ProtocolError as exc:
-                    log.info("OpenWire connection %s: %s", self.converter.connection_id, exc)
-                    self._write(self.converter.error_response(exc, None))
-                    await self.out.drain()
-                    return
-                except DovecoteError as exc:
-                    # The command failed; the connection goes on (as ActiveMQ's does).
-                    log.debug("OpenWire command failed: %s", exc)
-                    self._write(self.converter.error_response(exc, structure))
+                except Exception as exc:
+                    if not await self._on_error(exc, stage, frame, structure):
+                        return
             await self._route_batch()
             await self._settle_acks()
             await self.out.drain()
+
+    async def _on_error(
+        self, exc: Exception, stage: int, frame: bytes | None, structure: Structure | None
+    ) -> bool:
+        """Answer a command that failed; False when the connection must now close: the
+        stream cannot be trusted after a frame that could not be read, nor after a bad
+        handshake. A command read whole but wrong, or refused, is answered and the
+        connection goes on (as ActiveMQ's does)."""
+        what = type_name(frame[0]) if frame else "frame"
+        if stage == _RUNNING and not isinstance(exc, DovecoteError):
+            PEER_LOG.bug(log, self.budget, f"running an OpenWire {what}", exc)
+            answer: DovecoteError = BrokerError(f"internal error: {type(exc).__name__}")
+            self._write(self.converter.error_response(answer, structure))
+            return True
+        error = exc if isinstance(exc, DovecoteError) else peer_error(exc, f"OpenWire {what}")
+        fatal = stage != _CONVERTING and (stage != _RUNNING or isinstance(exc, ProtocolError))
+        if structure is None and frame is not None:
+            structure = _command_head(frame)
+        if fatal:
+            PEER_LOG.peer(log, self.budget, "OpenWire connection %s: %s; closing it",
+                          self._name(), error, exc=exc)  # fmt: skip
+        elif stage == _CONVERTING:
+            PEER_LOG.peer(log, self.budget, "OpenWire connection %s: %s", self._name(), error,
+                          exc=exc)  # fmt: skip
+        else:
+            # Refused by the broker (an unknown consumer, a full store): the client is told.
+            log.debug("OpenWire command failed: %s", error)
+        self._write(self.converter.error_response(error, structure))
+        if fatal:
+            with contextlib.suppress(ConnectionError):
+                await self.out.drain()
+            return False
+        return True
 
     def _plain(self, frame: bytes) -> MessageAck | SendMessage | None:
         """A frame's ack or send when it is in the common shape, read from its bytes."""
@@ -309,9 +384,9 @@ class OpenWireConnection:
         while not self.stream.is_closing():
             silent = time.monotonic() - self._last_read
             if silent >= interval:
-                log.info(
-                    "OpenWire connection %s silent for %.1fs; dropping it",
-                    self.converter.connection_id, silent,
+                PEER_LOG.peer(
+                    log, self.budget, "OpenWire connection %s silent for %.1fs; dropping it",
+                    self._name(), silent, level=logging.INFO,
                 )  # fmt: skip
                 self.stream.close()
                 return
@@ -320,6 +395,29 @@ class OpenWireConnection:
 
 _NOT_COMMANDS: Final = frozenset((WIRE_FORMAT_INFO, KEEP_ALIVE_INFO))
 """Read by the transport itself, not the converter."""
+
+# Where in a frame's handling an error came from: it decides the answer.
+_FRAMING: Final = 0
+_PARSING: Final = 1
+_HANDSHAKE: Final = 2
+_CONVERTING: Final = 3
+_RUNNING: Final = 4
+
+
+def _command_head(frame: bytes) -> Structure | None:
+    """A command's id and whether it wants a response, read from its first bytes when the
+    rest could not be: the ExceptionResponse then answers it."""
+    if frame[0] not in COMMANDS or len(frame) < 6:
+        return None
+    return Structure(frame[0], {"commandId": i32(frame, 1), "responseRequired": frame[5] != 0})
+
+
+def _peer(stream: Stream) -> str:
+    try:
+        peer = stream.get_extra_info("peername")
+    except Exception:
+        return "?"
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
 
 
 def _async_send(request: OpenWireRequest) -> SendMessage | None:

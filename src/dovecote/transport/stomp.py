@@ -9,8 +9,10 @@ while the next frames are read, so that a producer's stream of such sends shares
 any other frame first waits for those tasks, in order. Dispatches arrive through a
 synchronous sink and are written straight to the socket buffer. Heart-beats (SPEC P1): a
 ticker writes an EOL when we owe one, and a watchdog drops a client that has been silent
-longer than the negotiated interval times the grace factor. Any protocol or broker error ends
-the connection with an ERROR frame; other connections never notice.
+longer than the negotiated interval times the grace factor; one that sends no CONNECT within
+``connect_attempt_timeout_ms`` is dropped (ActiveMQ's connectAttemptTimeout). Any protocol or
+broker error ends the connection with an ERROR frame and at most one log line (within the
+limits of transport/peerlog.py); other connections never notice.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from dataclasses import dataclass
 
 from dovecote.broker.broker import Broker
 from dovecote.core.commands import MessageDispatch, SendMessage
-from dovecote.core.errors import BrokerError, DovecoteError, ProtocolError
+from dovecote.core.errors import DovecoteError, ProtocolError, peer_error
 from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
 from dovecote.protocol.stomp.converter import StompConverter, StompRequest
 from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener, SendBatch
+from dovecote.transport.peerlog import PEER_LOG, ConnectionBudget
 from dovecote.transport.stream import Stream
 
 log = logging.getLogger("dovecote.stomp")
@@ -41,9 +44,6 @@ batches (the earlier bound) were 1.6 MB of 100 KiB ones and the disk's syncs cam
 often (measured in alternating pairs: 100 KiB persistent sends +7% msg/s, p50 52 -> 67 ms
 against ActiveMQ's ~400; 1 KiB async sends +25%, p50 229 -> 154 ms)."""
 
-CONNECT_TIMEOUT_S = 30.0
-"""A client that sends no CONNECT within this time is dropped (ActiveMQ's connect timeout)."""
-
 
 @dataclass(frozen=True, slots=True)
 class StompListenerSettings:
@@ -55,6 +55,7 @@ class StompListenerSettings:
     heartbeat_ms: tuple[int, int] = (10_000, 10_000)
     heartbeat_grace: float = 1.5
     max_connections: int = 1000
+    connect_attempt_timeout_ms: int = 30_000
 
 
 class StompServer(Listener):
@@ -99,29 +100,45 @@ class StompConnection:
         self._pipelined: deque[tuple[asyncio.Task[None], int]] = deque()
         self._pipelined_bytes = 0
         self._batch = SendBatch()
+        self.budget = ConnectionBudget()
+        self._connect_timer: asyncio.TimerHandle | None = None
 
     async def run(self) -> None:
         log.debug("STOMP connection %s from %s", self.connection_id, self.peer)
-        watchdog = asyncio.create_task(self._watch_connect())
-        self._timers.append(watchdog)
+        timeout_ms = self.settings.connect_attempt_timeout_ms
+        if timeout_ms > 0:
+            self._connect_timer = asyncio.get_running_loop().call_later(
+                timeout_ms / 1000, self._no_connect
+            )
+        # Nothing a connection raises leaves it: an exception let out of a compiled
+        # coroutine was chained to every later one (each logged traceback grew).
         try:
             await self._read_loop()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
-        finally:
-            for timer in self._timers:
-                timer.cancel()
-            # Sends already accepted are stored and routed even when the client is gone.
-            with contextlib.suppress(DovecoteError):
-                await self._route_batch()
-            with contextlib.suppress(DovecoteError):
-                await self._settle_pipelined(0)
-            if self._registered:
-                await self.broker.remove_connection(self.connection_id)
-            self.out.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await self.stream.wait_closed()
-            log.debug("STOMP connection %s closed", self.connection_id)
+        except Exception as exc:
+            PEER_LOG.bug(log, self.budget, f"on STOMP connection {self.connection_id}", exc)
+        try:
+            await self._close()
+        except Exception as exc:
+            PEER_LOG.bug(log, self.budget, f"closing STOMP connection {self.connection_id}", exc)
+        log.debug("STOMP connection %s closed", self.connection_id)
+
+    async def _close(self) -> None:
+        if self._connect_timer is not None:
+            self._connect_timer.cancel()
+        for timer in self._timers:
+            timer.cancel()
+        # Sends already accepted are stored and routed even when the client is gone.
+        with contextlib.suppress(DovecoteError):
+            await self._route_batch()
+        with contextlib.suppress(DovecoteError):
+            await self._settle_pipelined(0)
+        if self._registered:
+            await self.broker.remove_connection(self.connection_id)
+        self.out.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await self.stream.wait_closed()
 
     async def _read_loop(self) -> None:
         # Bytes an auto-detecting listener already read come first.
@@ -137,8 +154,11 @@ class StompConnection:
                 self.parser.receive_data(chunk)
             chunks = []
             frame: Frame | None = None
+            running = False
             try:
                 while True:
+                    running = False
+                    frame = None
                     event = self.parser.next_event()
                     if event is NEED_DATA:
                         break
@@ -147,6 +167,7 @@ class StompConnection:
                     assert isinstance(event, Frame)
                     frame = event
                     request = self.converter.on_frame(frame)
+                    running = True
                     # The common case inline (no coroutine per frame): a send nobody waits
                     # for, with room for it.
                     send = self._receiptless_send(request)
@@ -160,9 +181,10 @@ class StompConnection:
                         continue
                     if not await self._handle(request):
                         return
+                running = True
                 await self._route_batch()
-            except (ProtocolError, BrokerError, DovecoteError) as exc:
-                await self._fail(exc, frame)
+            except Exception as exc:
+                await self._fail(exc, frame, running)
                 return
             await self.out.drain()
 
@@ -246,8 +268,24 @@ class StompConnection:
             self._pipelined_bytes -= size
             await task
 
-    async def _fail(self, error: DovecoteError, frame: Frame | None) -> None:
-        log.info("STOMP connection %s: %s", self.connection_id, error)
+    async def _fail(self, exc: Exception, frame: Frame | None, running: bool) -> None:
+        """End the connection with an ERROR saying why: a frame that could not be read or
+        made sense of (the peer's: a line at WARNING), a refusal by the broker (INFO), or a
+        bug of ours while running it (its traceback once)."""
+        what = f"STOMP {frame.command} frame" if frame is not None else "STOMP frame"
+        error: DovecoteError
+        if isinstance(exc, DovecoteError):
+            error = exc
+            level = logging.WARNING if isinstance(exc, ProtocolError) else logging.INFO
+            PEER_LOG.peer(log, self.budget, "STOMP connection %s from %s: %s", self.connection_id,
+                          self.peer, error, exc=exc, level=level)  # fmt: skip
+        elif running:
+            PEER_LOG.bug(log, self.budget, f"running a {what}", exc)
+            error = DovecoteError(f"internal error: {type(exc).__name__}")
+        else:
+            error = peer_error(exc, what)
+            PEER_LOG.peer(log, self.budget, "STOMP connection %s from %s: %s", self.connection_id,
+                          self.peer, error, exc=exc)  # fmt: skip
         self._write(self.converter.error_frame(error, frame))
         with contextlib.suppress(ConnectionError):
             await self.out.drain()
@@ -267,10 +305,13 @@ class StompConnection:
 
     # -- heart-beats -----------------------------------------------------------------------
 
-    async def _watch_connect(self) -> None:
-        await asyncio.sleep(CONNECT_TIMEOUT_S)
-        if not self.converter.connected:
-            log.info("STOMP connection %s sent no CONNECT; dropping it", self.connection_id)
+    def _no_connect(self) -> None:
+        if not self.converter.connected and not self.stream.is_closing():
+            PEER_LOG.peer(
+                log, self.budget, "STOMP connection %s from %s sent no CONNECT in %d ms; "
+                "dropping it", self.connection_id, self.peer,
+                self.settings.connect_attempt_timeout_ms, level=logging.INFO,
+            )  # fmt: skip
             self.stream.close()
 
     def _start_heartbeats(self) -> None:
@@ -291,12 +332,10 @@ class StompConnection:
         while not self.stream.is_closing():
             silent = time.monotonic() - self._last_read
             if silent >= limit:
-                log.info(
-                    "STOMP connection %s silent for %.1fs (limit %.1fs); dropping it",
-                    self.connection_id,
-                    silent,
-                    limit,
-                )
+                PEER_LOG.peer(
+                    log, self.budget, "STOMP connection %s silent for %.1fs (limit %.1fs); "
+                    "dropping it", self.connection_id, silent, limit, level=logging.INFO,
+                )  # fmt: skip
                 self.stream.close()
                 return
             await asyncio.sleep(limit - silent)

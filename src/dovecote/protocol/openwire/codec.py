@@ -18,10 +18,15 @@ import struct
 from enum import Enum
 from typing import Final
 
-from dovecote.core.errors import FrameTooLargeError, RemoteProtocolError
+from dovecote.core.errors import (
+    DovecoteError,
+    FrameTooLargeError,
+    RemoteProtocolError,
+    peer_error,
+)
 from dovecote.protocol.openwire.bigendian import i32
 from dovecote.protocol.openwire.compiled import MAGIC, Structure, Throwable, layouts
-from dovecote.protocol.openwire.schema import WIRE_FORMAT_INFO
+from dovecote.protocol.openwire.schema import WIRE_FORMAT_INFO, type_name
 
 __all__ = ["MAGIC", "NEED_DATA", "FrameReader", "Marshaller", "Structure", "Throwable"]
 
@@ -78,7 +83,14 @@ class Marshaller:
         try:
             structure, end = reader(body, 1, 0, self.stack_traces)
         except (IndexError, struct.error):
-            raise RemoteProtocolError("OpenWire structure runs past the end of its frame") from None
+            raise RemoteProtocolError(
+                f"OpenWire {type_name(body[0])} runs past the end of its frame"
+            ) from None
+        except DovecoteError as exc:
+            raise RemoteProtocolError(f"OpenWire {type_name(body[0])}: {exc}") from None
+        except Exception as exc:
+            # Bad modified UTF-8, a bad magic, ...: the peer's bytes, not our bug.
+            raise peer_error(exc, f"OpenWire {type_name(body[0])}") from None
         if end != len(body):
             raise RemoteProtocolError(
                 f"OpenWire type {structure.type} frame has {len(body) - end} bytes past its fields"

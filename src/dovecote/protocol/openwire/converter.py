@@ -47,6 +47,7 @@ from dovecote.core.errors import (
     RemoteProtocolError,
     ResourceLimitError,
     SecurityError,
+    peer_error,
 )
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
 from dovecote.core.message import BodyType, Message
@@ -305,6 +306,17 @@ class OpenWireConverter:
     # -- client commands -------------------------------------------------------------------
 
     def on_structure(self, s: Structure) -> OpenWireRequest:
+        """The request a client's command makes. Whatever its fields hold, what it raises is
+        a DovecoteError: anything else (a ValueError of an unknown ack type, a TypeError of a
+        missing id) is the peer's MalformedCommandError, naming the command."""
+        try:
+            return self._on_structure(s)
+        except DovecoteError:
+            raise
+        except Exception as exc:
+            raise peer_error(exc, f"OpenWire {t.type_name(s.type)}", fatal=False) from None
+
+    def _on_structure(self, s: Structure) -> OpenWireRequest:
         handler = _HANDLERS.get(s.type)
         if handler is None:
             if s.type in t.MESSAGE_TYPES:

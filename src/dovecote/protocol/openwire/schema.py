@@ -198,3 +198,15 @@ def fields_for(type_code: int, version: int) -> tuple[tuple[str, str], ...]:
 
 
 _BY_VERSION: dict[tuple[int, int], tuple[tuple[str, str], ...]] = {}
+
+
+TYPE_NAMES: Final = {
+    value: "".join(part.title() for part in name.split("_"))
+    for name, value in list(globals().items())
+    if name.isupper() and type(value) is int
+}
+"""Each type code's name as ActiveMQ's class names it (MESSAGE_ACK: MessageAck), for errors."""
+
+
+def type_name(code: int) -> str:
+    return TYPE_NAMES.get(code, f"type {code}")

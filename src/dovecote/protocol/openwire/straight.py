@@ -6,7 +6,6 @@ type, a string and fixed-size numbers after it) in small caches."""
 
 from __future__ import annotations
 
-import struct
 from typing import Final, Generic, TypeVar
 
 from dovecote.protocol.openwire import schema as t
@@ -51,7 +50,9 @@ class StraightReader(Generic[C]):
             self._use(version)
         try:
             return self._read(body)
-        except (Unusual, IndexError, struct.error, ValueError, UnicodeDecodeError):
+        except Exception:
+            # Unusual, or malformed (struct.error, a bad ack type, bad UTF-8, a bad
+            # destination...): the general path reads it again and answers for it.
             return None
 
     def _read(self, body: bytes) -> C:

@@ -1,0 +1,513 @@
+"""Hostile peers on real sockets never stall the broker: malformed OpenWire commands are
+answered (an ExceptionResponse, the connection goes on), frames that cannot be read close
+their connection, thousands of fuzzed frames leave a well-behaved client's round trips fast
+and the log small, and sockets that never finish their handshake (OpenWire without a
+WireFormatInfo, STOMP without a CONNECT) are closed after the configured timeout, so that a
+thousand of them cannot lock good clients out. ``DOVECOTE_LONG=1`` runs the long form."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import resource
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from brokers import BrokerProcess, running_broker
+from dovecote.protocol.openwire import FrameReader, Marshaller, Structure, Throwable
+from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.codec import MAGIC
+from dovecote.protocol.openwire.primitives import JavaInt, encode_map
+
+LONG = bool(os.environ.get("DOVECOTE_LONG"))
+MARSHALLER = Marshaller()
+
+
+# -- a raw OpenWire client -----------------------------------------------------------------
+
+
+def client_wfi() -> Structure:
+    options = {
+        "TightEncodingEnabled": False, "CacheEnabled": False, "SizePrefixDisabled": False,
+        "StackTraceEnabled": False, "MaxInactivityDuration": 0,
+        "MaxInactivityDurationInitalDelay": 0, "CacheSize": JavaInt(0),
+    }  # fmt: skip
+    return Structure(t.WIRE_FORMAT_INFO, {"magic": MAGIC, "version": 12,
+                                          "marshalledProperties": encode_map(options)})  # fmt: skip
+
+
+def ids(conn: str) -> dict[str, Structure]:
+    return {
+        "connection": Structure(t.CONNECTION_ID, {"value": conn}),
+        "session": Structure(t.SESSION_ID, {"connectionId": conn, "value": 1}),
+        "consumer": Structure(t.CONSUMER_ID, {"connectionId": conn, "sessionId": 1, "value": 1}),
+        "producer": Structure(t.PRODUCER_ID, {"connectionId": conn, "sessionId": 1, "value": 1}),
+    }
+
+
+class Peer:
+    """One OpenWire connection on a blocking socket: write structures, read them back."""
+
+    def __init__(self, port: int, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.reader = FrameReader()
+        self.pending: list[Structure] = []
+
+    def send(self, *structures: Structure) -> None:
+        self.sock.sendall(b"".join(MARSHALLER.frame(s) for s in structures))
+
+    def next(self, timeout: float = 10.0) -> Structure:
+        """The next structure the broker sends (KeepAliveInfo skipped); EOFError when the
+        broker closed the connection."""
+        deadline = time.monotonic() + timeout
+        while not self.pending:
+            frame = self.reader.next_frame()
+            if isinstance(frame, bytes):
+                s = MARSHALLER.parse_body(frame)
+                if s.type != t.KEEP_ALIVE_INFO:
+                    self.pending.append(s)
+                continue
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            data = self.sock.recv(65536)
+            if not data:
+                raise EOFError("the broker closed the connection")
+            self.reader.receive_data(data)
+        return self.pending.pop(0)
+
+    def until(self, type_code: int, timeout: float = 10.0) -> Structure:
+        deadline = time.monotonic() + timeout
+        while True:
+            s = self.next(max(0.01, deadline - time.monotonic()))
+            if s.type == type_code:
+                return s
+
+    def handshake(self, conn: str) -> dict[str, Structure]:
+        """WireFormatInfo, then ConnectionInfo and SessionInfo, both answered."""
+        assert self.next().type == t.WIRE_FORMAT_INFO
+        assert self.next().type == t.BROKER_INFO
+        my = ids(conn)
+        self.send(
+            client_wfi(),
+            Structure(t.CONNECTION_INFO, {"commandId": 1, "responseRequired": True,
+                                          "connectionId": my["connection"]}),
+            Structure(t.SESSION_INFO, {"commandId": 2, "responseRequired": True,
+                                       "sessionId": my["session"]}),
+        )  # fmt: skip
+        for _ in range(2):
+            assert self.until(t.RESPONSE).type == t.RESPONSE
+        return my
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+def queue(name: str) -> Structure:
+    return Structure(t.QUEUE, {"physicalName": name})
+
+
+def message(my: dict[str, Structure], destination: Structure, seq: int, command_id: int,
+            response: bool = True) -> Structure:  # fmt: skip
+    message_id = Structure(t.MESSAGE_ID, {"producerId": my["producer"], "producerSequenceId": seq})
+    return Structure(t.BYTES_MESSAGE, {
+        "commandId": command_id, "responseRequired": response, "producerId": my["producer"],
+        "destination": destination, "messageId": message_id, "persistent": False,
+        "priority": 4, "content": f"m{seq}".encode(),
+    })  # fmt: skip
+
+
+def bad_ack(my: dict[str, Structure], command_id: int) -> Structure:
+    """The frame found to break the broker: a MessageAck with ackType -80."""
+    message_id = Structure(t.MESSAGE_ID, {"producerId": my["producer"], "producerSequenceId": 1})
+    return Structure(t.MESSAGE_ACK, {
+        "commandId": command_id, "responseRequired": True, "destination": queue("hostile"),
+        "consumerId": my["consumer"], "ackType": -80, "lastMessageId": message_id,
+        "messageCount": 1,
+    })  # fmt: skip
+
+
+def log_since(broker: BrokerProcess, mark: int) -> str:
+    return "".join(broker.log_lines[mark:])
+
+
+# -- malformed commands ----------------------------------------------------------------------
+
+
+def test_malformed_ack_gets_an_exception_response_and_the_connection_goes_on(
+    tmp_path: Path,
+) -> None:
+    """The MessageAck with ackType -80: each one answered by an ExceptionResponse naming the
+    command, the connection still serving after 300 of them, and the log a few lines with
+    no traceback (each was a traceback longer than the last: the 300th 4,799 lines)."""
+    with running_broker(workdir=tmp_path) as broker:
+        mark = len(broker.log_lines)
+        peer = Peer(broker.openwire_port)
+        my = peer.handshake("ID:hostile-1")
+        for i in range(300):
+            peer.send(bad_ack(my, 100 + i))
+        for i in range(300):
+            answer = peer.until(t.EXCEPTION_RESPONSE)
+            assert answer["correlationId"] == 100 + i
+            assert isinstance(answer["exception"], Throwable)
+            assert "MessageAck" in answer["exception"].message
+        # Still in step: a command after them gets its Response.
+        peer.send(Structure(t.PRODUCER_INFO, {"commandId": 999, "responseRequired": True,
+                                              "producerId": my["producer"]}))  # fmt: skip
+        assert peer.until(t.RESPONSE)["correlationId"] == 999
+        peer.close()
+        time.sleep(0.2)  # (what the broker logs about the connection's end, if anything)
+        text = log_since(broker, mark)
+        assert "Traceback" not in text
+        assert len(text) < 4000, text
+
+
+def test_unreadable_frame_is_answered_and_closes_its_connection_only(tmp_path: Path) -> None:
+    """A frame whose string is not modified UTF-8 cannot be trusted: an ExceptionResponse
+    for its command id, then the connection is closed; another connection goes on."""
+    with running_broker(workdir=tmp_path) as broker:
+        good, bad = Peer(broker.openwire_port), Peer(broker.openwire_port)
+        good.handshake("ID:good-1")
+        my = bad.handshake("ID:bad-1")
+        frame = bytearray(MARSHALLER.frame(Structure(t.CONSUMER_INFO, {
+            "commandId": 7, "responseRequired": True, "consumerId": my["consumer"],
+            "destination": queue("hostile"), "selector": "a = 'XX'",
+        })))  # fmt: skip
+        at = frame.index(b"XX")
+        frame[at : at + 2] = b"\xff\xfe"
+        bad.sock.sendall(bytes(frame))
+        answer = bad.until(t.EXCEPTION_RESPONSE)
+        assert answer["correlationId"] == 7 and "ConsumerInfo" in answer["exception"].message
+        with pytest.raises(EOFError):
+            bad.next(timeout=5)
+        good.send(
+            Structure(
+                t.PRODUCER_INFO,
+                {
+                    "commandId": 3,
+                    "responseRequired": True,
+                    "producerId": ids("ID:good-1")["producer"],
+                },
+            )
+        )
+        assert good.until(t.RESPONSE)["correlationId"] == 3
+        good.close()
+        bad.close()
+        assert "Traceback" not in broker.log_text()
+
+
+# -- fuzzed frames against a real broker ------------------------------------------------------
+
+
+def valid_frames(my: dict[str, Structure]) -> list[Structure]:
+    """One valid command of most types a client sends, for the fuzzer to spoil."""
+    q = queue("fuzz.q")
+    msg_id = Structure(t.MESSAGE_ID, {"producerId": my["producer"], "producerSequenceId": 1})
+    frames = [
+        Structure(t.CONSUMER_INFO, {"consumerId": my["consumer"], "destination": q,
+                                    "prefetchSize": 10, "selector": "a = 'b'"}),
+        Structure(t.PRODUCER_INFO, {"producerId": my["producer"], "destination": q}),
+        Structure(t.SESSION_INFO, {"sessionId": my["session"]}),
+        Structure(t.TRANSACTION_INFO, {"connectionId": my["connection"], "type": 0,
+                                       "transactionId": Structure(t.LOCAL_TRANSACTION_ID, {
+                                           "value": 1, "connectionId": my["connection"]})}),
+        Structure(t.DESTINATION_INFO, {"connectionId": my["connection"], "destination": q}),
+        Structure(t.REMOVE_INFO, {"objectId": my["consumer"]}),
+        Structure(t.MESSAGE_PULL, {"consumerId": my["consumer"], "destination": q}),
+        Structure(t.MESSAGE_ACK, {"destination": q, "consumerId": my["consumer"],
+                                  "ackType": 2, "lastMessageId": msg_id, "messageCount": 1}),
+        Structure(t.TEXT_MESSAGE, {**message(my, q, 1, 0).fields,
+                                   "marshalledProperties": encode_map({"k": "v", "n": 1})}),
+        message(my, q, 2, 0),
+        Structure(t.CONTROL_COMMAND, {"command": "x"}),
+        Structure(t.KEEP_ALIVE_INFO, {}),
+        Structure(t.REMOVE_SUBSCRIPTION_INFO, {"connectionId": my["connection"],
+                                               "subcriptionName": "s", "clientId": "c"}),
+    ]  # fmt: skip
+    return frames
+
+
+def mutate(rng: random.Random, structure: Structure, command_id: int) -> bytes:
+    """A frame spoiled one of the ways the sans-I/O fuzz suite spoils them (its size prefix
+    kept right, so that most spoiled frames are read as frames)."""
+    structure = Structure(structure.type, dict(structure.fields))
+    structure.fields["commandId"] = command_id
+    structure.fields["responseRequired"] = rng.random() < 0.5
+    how = rng.randrange(6)
+    if how == 0:  # a field out of range or of the wrong kind
+        name = rng.choice([n for n, _ in t.fields_for(structure.type, 12)] or ["commandId"])
+        structure.fields[name] = rng.choice([None, -80, -1, 2**31 - 1, queue("x"), "x"])
+        try:
+            body = MARSHALLER.frame(structure)[4:]
+        except (TypeError, ValueError, struct.error, AttributeError):
+            body = MARSHALLER.frame(Structure(t.MESSAGE_ACK, {"ackType": -80}))[4:]
+    else:
+        body = bytearray(MARSHALLER.frame(structure)[4:])
+        if how == 1:  # bytes
+            for _ in range(rng.randint(1, 4)):
+                body[rng.randrange(1, len(body))] = rng.choice([0, 1, 2, 0x80, 0xC0, 0xFF])
+        elif how == 2 and len(body) > 8:  # a length field
+            at = rng.randrange(6, len(body) - 2)
+            body[at : at + 2] = rng.choice([b"\xff\xff", b"\x7f\xff", b"\x00\x00"])
+        elif how == 3:  # the type byte
+            body[0] = rng.choice([0, 2, 13, 30, 31, 99, 110, 200, 255])
+        elif how == 4:  # truncated
+            del body[rng.randint(1, len(body) - 1) :]
+        else:  # bad modified UTF-8 where a string was
+            for text in (b"fuzz.q", b"a = 'b'", b"ID:"):
+                at = body.find(text)
+                if at >= 0:
+                    body[at : at + 2] = b"\xc3("
+        body = bytes(body)
+    return struct.pack(">i", len(body)) + bytes(body)
+
+
+class Fuzzer(threading.Thread):
+    """Sends ``count`` spoiled frames over connections of its own, reconnecting whenever
+    the broker closes one, and reads (and drops) what the broker answers."""
+
+    def __init__(self, port: int, n: int, count: int) -> None:
+        super().__init__(daemon=True)
+        self.port, self.n, self.count = port, n, count
+        self.sent = 0
+        self.connections = 0
+        self.error: BaseException | None = None
+
+        # Made first: the test's threads share one interpreter, and making them while the
+        # good client runs would slow its side of the round trips, not the broker's.
+        rng = random.Random(n)
+        frames = valid_frames(ids(f"ID:fuzz-{n}"))
+        self.frames = [mutate(rng, rng.choice(frames), 10 + i) for i in range(count)]
+
+    def run(self) -> None:
+        try:
+            while self.sent < self.count:
+                self._one_connection()
+        except BaseException as exc:
+            self.error = exc
+
+    def _one_connection(self) -> None:
+        peer = Peer(self.port)
+        self.connections += 1
+        try:
+            peer.handshake(f"ID:fuzz-{self.n}-{self.connections}")
+            while self.sent < self.count:
+                # Each spoiled frame, then a command whose Response says the broker is past
+                # it (or the connection ends: the frame could not be read).
+                probe = 1_000_000 + self.sent
+                peer.sock.sendall(self.frames[self.sent] + MARSHALLER.frame(Structure(
+                    t.FLUSH_COMMAND, {"commandId": probe, "responseRequired": True})))  # fmt: skip
+                self.sent += 1
+                while True:
+                    answer = peer.next()
+                    if answer.type == t.RESPONSE and answer["correlationId"] == probe:
+                        break
+        except (OSError, EOFError):
+            return  # closed by the broker: a frame it could not read
+        finally:
+            peer.close()
+
+
+class GoodClient(threading.Thread):
+    """Sends a message that wants a Response and receives it from its own consumer, again
+    and again: the time from the send to both arriving is one round trip."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self.peer = Peer(port)
+        self.my = self.peer.handshake("ID:good-client")
+        self.q = queue("good.q")
+        self.peer.send(Structure(t.CONSUMER_INFO, {
+            "commandId": 3, "responseRequired": True, "consumerId": self.my["consumer"],
+            "destination": self.q, "prefetchSize": 100,
+        }))  # fmt: skip
+        self.peer.until(t.RESPONSE)
+        self.stop = threading.Event()
+        self.round_trips: list[float] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            seq = 0
+            while not self.stop.is_set():
+                seq += 1
+                started = time.perf_counter()
+                self.peer.send(message(self.my, self.q, seq, 1000 + seq))
+                got = {t.RESPONSE: False, t.MESSAGE_DISPATCH: False}
+                while not all(got.values()):
+                    s = self.peer.next(timeout=10)
+                    assert s.type in got, s
+                    got[s.type] = True
+                    if s.type == t.MESSAGE_DISPATCH:
+                        m = s["message"]
+                        assert m["content"] == f"m{seq}".encode()
+                        self.peer.send(Structure(t.MESSAGE_ACK, {
+                            "destination": self.q, "consumerId": self.my["consumer"],
+                            "ackType": 2, "lastMessageId": m["messageId"], "messageCount": 1,
+                        }))  # fmt: skip
+                self.round_trips.append(time.perf_counter() - started)
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.peer.close()
+
+
+def fuzz_while_a_good_client_works(tmp_path: Path, fuzzers: int, frames_each: int) -> None:
+    with running_broker(workdir=tmp_path) as broker:
+        good = GoodClient(broker.openwire_port)
+        good.start()
+        mark = len(broker.log_lines)
+        attackers = [Fuzzer(broker.openwire_port, n, frames_each) for n in range(fuzzers)]
+        for a in attackers:
+            a.start()
+        for a in attackers:
+            a.join(timeout=300)
+        good.stop.set()
+        good.join(timeout=30)
+        sent = sum(a.sent for a in attackers)
+        assert sent == fuzzers * frames_each, [a.error for a in attackers]
+        assert good.error is None, good.error
+        trips = sorted(good.round_trips)
+        assert len(trips) >= 20, len(trips)
+        p99 = trips[int(len(trips) * 0.99) - 1]
+        text = log_since(broker, mark)
+        print(f"{sent} frames on {sum(a.connections for a in attackers)} connections; "
+              f"{len(trips)} round trips, p50 {trips[len(trips) // 2] * 1000:.1f} ms, "
+              f"p99 {p99 * 1000:.1f} ms; {len(text)} bytes of log")  # fmt: skip
+        assert p99 < 0.2, f"p99 {p99 * 1000:.0f} ms"
+        assert "Traceback" not in text, text[:5000]
+        assert len(text) / sent < 40, f"{len(text)} bytes of log for {sent} frames"
+        # And the broker still serves.
+        after = Peer(broker.openwire_port)
+        after.handshake("ID:after")
+        after.close()
+
+
+def test_fuzzed_frames_do_not_slow_a_good_client_nor_fill_the_log(tmp_path: Path) -> None:
+    fuzz_while_a_good_client_works(tmp_path, fuzzers=4, frames_each=600)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LONG, reason="long form: DOVECOTE_LONG=1")
+def test_fuzzed_frames_long(tmp_path: Path) -> None:
+    fuzz_while_a_good_client_works(tmp_path, fuzzers=6, frames_each=5000)
+
+
+# -- sockets that never finish their handshake -----------------------------------------------
+
+
+def silent_count() -> int:
+    """1,000 sockets, or as many as the file descriptor limit leaves room for."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return min(1000, soft - 200)
+
+
+@contextlib.contextmanager
+def silent_sockets(port: int, n: int) -> Iterator[list[socket.socket]]:
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        yield socks
+    finally:
+        for s in socks:
+            s.close()
+
+
+def closed_by_broker(sock: socket.socket, timeout: float) -> bool:
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+    except TimeoutError:
+        return False
+    except OSError:
+        pass
+    return True
+
+
+def first_success(attempt: object, within: float) -> float:
+    """Seconds until ``attempt()`` first succeeds (retried on a refused connection)."""
+    started = time.monotonic()
+    while True:
+        try:
+            attempt()  # type: ignore[operator]
+            return time.monotonic() - started
+        except (OSError, EOFError, AssertionError):
+            if time.monotonic() - started > within:
+                raise
+            time.sleep(0.05)
+
+
+def test_silent_openwire_sockets_are_closed_and_cannot_lock_clients_out(tmp_path: Path) -> None:
+    """1,000 sockets that never send a WireFormatInfo fill the connection limit; each is
+    closed after connect_attempt_timeout_ms, and a good client gets in and works (before,
+    they were never closed: every OpenWire client was locked out)."""
+    n = silent_count()
+    config = f"[openwire]\nconnect_attempt_timeout_ms = 1000\nmax_connections = {n}\n"
+    with running_broker(config, workdir=tmp_path) as broker:
+        mark = len(broker.log_lines)
+        with silent_sockets(broker.openwire_port, n) as socks:
+
+            def good() -> None:
+                peer = Peer(broker.openwire_port, timeout=5)
+                try:
+                    my = peer.handshake("ID:good")
+                    peer.send(message(my, queue("good.q"), 1, 5))
+                    assert peer.until(t.RESPONSE)["correlationId"] == 5
+                finally:
+                    peer.close()
+
+            waited = first_success(good, within=15)
+            assert waited < 10, waited
+            assert closed_by_broker(socks[0], 5) and closed_by_broker(socks[-1], 5)
+        text = log_since(broker, mark)
+        assert "Traceback" not in text
+        assert len(text.splitlines()) < 100, text[:3000]
+
+
+def test_never_connected_stomp_sockets_are_closed_and_cannot_lock_clients_out(
+    tmp_path: Path,
+) -> None:
+    """As for OpenWire: a flood of STOMP sockets that never send CONNECT is closed after
+    connect_attempt_timeout_ms (it was 30 s, fixed), and a good client gets in."""
+    n = silent_count()
+    config = f"[stomp]\nconnect_attempt_timeout_ms = 1000\nmax_connections = {n}\n"
+    with running_broker(config, workdir=tmp_path) as broker:
+        with silent_sockets(broker.stomp_port, n) as socks:
+
+            def good() -> None:
+                with socket.create_connection(broker.stomp_address, timeout=5) as sock:
+                    sock.sendall(b"CONNECT\naccept-version:1.2\nhost:x\n\n\x00")
+                    reply = b""
+                    while b"\x00" not in reply:
+                        data = sock.recv(4096)
+                        if not data:
+                            raise EOFError
+                        reply += data
+                    assert reply.startswith(b"CONNECTED"), reply
+
+            waited = first_success(good, within=15)
+            assert waited < 10, waited
+            assert closed_by_broker(socks[0], 5)
+        assert "Traceback" not in broker.log_text()
+
+
+def test_connect_attempt_timeouts_are_configurable(tmp_path: Path) -> None:
+    """A silent OpenWire socket and a silent STOMP socket are closed in about the
+    configured time (not the 30 s default)."""
+    config = ("[openwire]\nconnect_attempt_timeout_ms = 500\n"
+              "[stomp]\nconnect_attempt_timeout_ms = 500\n")  # fmt: skip
+    with running_broker(config, workdir=tmp_path) as broker:
+        for port in (broker.openwire_port, broker.stomp_port):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                started = time.monotonic()
+                assert closed_by_broker(sock, 10)
+                assert 0.3 < time.monotonic() - started < 5

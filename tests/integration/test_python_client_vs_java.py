@@ -20,7 +20,7 @@ import pytest
 
 from activemq import classpath
 from brokers import BrokerProcess, running_broker
-from dovecote.client import AckMode, Connection, ConnectionFactory
+from dovecote.client import AckMode, Connection, ConnectionFactory, Message
 from dovecote.protocol.openwire import NEED_DATA, FrameReader, Marshaller, Structure
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.primitives import decode_text_body
@@ -248,10 +248,85 @@ def auto(conn: Connection, queue: str) -> None:
     consumer.close()
 
 
+def individual(conn: Connection, queue: str) -> None:
+    session = conn.create_session(ack_mode=AckMode.INDIVIDUAL_ACKNOWLEDGE)
+    q = session.queue(queue)
+    producer = session.create_producer(q)
+    for i in range(3):
+        producer.send(f"m{i}")
+    consumer = session.create_consumer(q)
+    consumer.receive(5)
+    second = consumer.receive(5)
+    assert second is not None
+    second.acknowledge()
+    consumer.receive(5)
+
+
+def dups_ok_topic(conn: Connection, queue: str) -> None:
+    session = conn.create_session(ack_mode=AckMode.DUPS_OK_ACKNOWLEDGE)
+    topic = session.topic(queue)
+    consumer = session.create_consumer(topic)
+    producer = session.create_producer(topic)
+    for i in range(6):
+        producer.send(f"t{i}")
+    for _ in range(6):
+        consumer.receive(5)
+    consumer.close()
+
+
+def options(conn: Connection, queue: str) -> None:
+    session = conn.create_session()
+    options = "consumer.exclusive=true&consumer.priority=3&consumer.prefetchSize=7"
+    session.create_consumer(session.queue(f"{queue}?{options}"))
+    topic = session.topic(queue)
+    session.create_consumer(topic, no_local=True)
+    session.create_durable_subscriber(topic, "sub", "a > 1").close()
+    session.unsubscribe("sub")
+
+
+def listener_client(conn: Connection, queue: str) -> None:
+    session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+    q = session.queue(queue)
+    producer = session.create_producer(q)
+    done = threading.Semaphore(0)
+
+    def on_message(message: Message) -> None:
+        if message.body == "m1":
+            message.acknowledge()
+        done.release()
+
+    for i in range(3):
+        producer.send(f"m{i}")
+    session.create_consumer(q).set_message_listener(on_message)
+    assert all(done.acquire(timeout=5) for _ in range(3))
+
+
+def browse(conn: Connection, queue: str) -> None:
+    session = conn.create_session()
+    q = session.queue(queue)
+    producer = session.create_producer(q)
+    producer.send("m0")
+    producer.send("m1")
+    assert len(list(session.browse(q))) == 2
+
+
+def connection_close_unacked(conn: Connection, queue: str) -> None:
+    session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+    q = session.queue(queue)
+    producer = session.create_producer(q)
+    for i in range(3):
+        producer.send(f"m{i}")
+    consumer = session.create_consumer(q)
+    consumer.receive(5)
+    consumer.receive(5)
+
+
 OPTIONS = {"client_ack_prefetch_1": "&jms.prefetchPolicy.queuePrefetch=1",
-           "transacted": "&jms.prefetchPolicy.queuePrefetch=2"}  # fmt: skip
+           "transacted": "&jms.prefetchPolicy.queuePrefetch=2",
+           "dups_ok_topic": "&jms.prefetchPolicy.topicPrefetch=4"}  # fmt: skip
 SCENARIOS: list[Callable[[Connection, str], None]] = [
-    client_ack_prefetch_1, session_close, recover, transacted, expired, auto,
+    client_ack_prefetch_1, session_close, recover, transacted, expired, auto, individual,
+    dups_ok_topic, options, listener_client, browse, connection_close_unacked,
 ]  # fmt: skip
 
 
@@ -268,8 +343,11 @@ def test_sends_what_the_java_client_sends(
     url = ("tcp://127.0.0.1:{}?jms.redeliveryPolicy.initialRedeliveryDelay=0"
            "&jms.redeliveryPolicy.redeliveryDelay=0" + OPTIONS.get(name, ""))  # fmt: skip
     with proxied(broker) as proxy:
-        with ConnectionFactory(url.format(proxy.port)).create_connection() as conn:
+        queue = f"vsjava.{uuid.uuid4().hex[:8]}"
+        client_id = queue if name == "options" else None
+        factory = ConnectionFactory(url.format(proxy.port))
+        with factory.create_connection(client_id=client_id) as conn:
             conn.start()
-            scenario(conn, f"vsjava.{uuid.uuid4().hex[:8]}")
+            scenario(conn, queue)
         python = _settled(proxy)
     assert python == java

@@ -10,13 +10,18 @@ public class WireScenarios {
         String url = "tcp://127.0.0.1:" + a[0] + "?wireFormat.tightEncodingEnabled=false&wireFormat.cacheEnabled=false";
         if (scenario.equals("client_ack_prefetch_1")) url += "&jms.prefetchPolicy.queuePrefetch=1";
         if (scenario.equals("transacted")) url += "&jms.prefetchPolicy.queuePrefetch=2";
+        if (scenario.equals("dups_ok_topic")) url += "&jms.prefetchPolicy.topicPrefetch=4";
         ActiveMQConnectionFactory f = new ActiveMQConnectionFactory(url);
         f.getRedeliveryPolicy().setInitialRedeliveryDelay(0);
         f.getRedeliveryPolicy().setRedeliveryDelay(0);
         Connection c = f.createConnection();
+        if (scenario.equals("options")) c.setClientID(a[1]);
         c.start();
         boolean tx = scenario.equals("transacted");
-        int mode = scenario.equals("auto") || scenario.equals("expired") ? Session.AUTO_ACKNOWLEDGE : Session.CLIENT_ACKNOWLEDGE;
+        int mode = Session.CLIENT_ACKNOWLEDGE;
+        if (scenario.equals("auto") || scenario.equals("expired") || scenario.equals("options") || scenario.equals("browse")) mode = Session.AUTO_ACKNOWLEDGE;
+        if (scenario.equals("individual")) mode = 4;  // ActiveMQSession.INDIVIDUAL_ACKNOWLEDGE
+        if (scenario.equals("dups_ok_topic")) mode = Session.DUPS_OK_ACKNOWLEDGE;
         Session s = c.createSession(tx, tx ? Session.SESSION_TRANSACTED : mode);
         javax.jms.Queue q = s.createQueue(a[1]);
         MessageProducer p = s.createProducer(q);
@@ -58,6 +63,47 @@ public class WireScenarios {
             Thread.sleep(600);
             consumer.receive(5000);
             consumer.receive(300);
+        } else if (scenario.equals("individual")) {
+            for (int i = 0; i < 3; i++) p.send(s.createTextMessage("m" + i));
+            MessageConsumer consumer = s.createConsumer(q);
+            consumer.receive(5000);
+            consumer.receive(5000).acknowledge();
+            consumer.receive(5000);
+        } else if (scenario.equals("dups_ok_topic")) {
+            Topic topic = s.createTopic(a[1]);
+            MessageConsumer consumer = s.createConsumer(topic);
+            MessageProducer tp = s.createProducer(topic);
+            for (int i = 0; i < 6; i++) tp.send(s.createTextMessage("t" + i));
+            for (int i = 0; i < 6; i++) consumer.receive(5000);
+            consumer.close();
+        } else if (scenario.equals("options")) {
+            s.createConsumer(s.createQueue(a[1] + "?consumer.exclusive=true&consumer.priority=3&consumer.prefetchSize=7"));
+            Topic topic = s.createTopic(a[1]);
+            s.createConsumer(topic, null, true);
+            s.createDurableSubscriber(topic, "sub", "a > 1", false).close();
+            s.unsubscribe("sub");
+        } else if (scenario.equals("listener_client")) {
+            final Object done = new Object();
+            final int[] count = {0};
+            for (int i = 0; i < 3; i++) p.send(s.createTextMessage("m" + i));
+            MessageConsumer consumer = s.createConsumer(q);
+            consumer.setMessageListener(m -> {
+                try {
+                    if (((TextMessage) m).getText().equals("m1")) m.acknowledge();
+                } catch (JMSException e) { throw new RuntimeException(e); }
+                synchronized (done) { count[0]++; done.notifyAll(); }
+            });
+            synchronized (done) { while (count[0] < 3) done.wait(5000); }
+        } else if (scenario.equals("browse")) {
+            p.send(s.createTextMessage("m0"));
+            p.send(s.createTextMessage("m1"));
+            java.util.Enumeration<?> e = s.createBrowser(q).getEnumeration();
+            while (e.hasMoreElements()) e.nextElement();
+        } else if (scenario.equals("connection_close_unacked")) {
+            for (int i = 0; i < 3; i++) p.send(s.createTextMessage("m" + i));
+            MessageConsumer consumer = s.createConsumer(q);
+            consumer.receive(5000);
+            consumer.receive(5000);
         } else if (scenario.equals("auto")) {
             for (int i = 0; i < 3; i++) p.send(s.createTextMessage("m" + i));
             MessageConsumer consumer = s.createConsumer(q);

@@ -41,7 +41,7 @@ class OptionError(ValueError):
 @dataclass
 class PrefetchPolicy:
     queuePrefetch: int = 1000
-    topicPrefetch: int = 32766
+    topicPrefetch: int = 32767  # Short.MAX_VALUE, ActiveMQPrefetchPolicy.DEFAULT_TOPIC_PREFETCH
     durableTopicPrefetch: int = 100
     queueBrowserPrefetch: int = 500
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from dovecote.client.connection import Connection
 
 BROWSE_TIMEOUT_S = 30.0
+OPTIMIZE_DURABLE_TOPIC_PREFETCH = 1000  # ActiveMQPrefetchPolicy's default
 # TransactionInfo.type
 BEGIN, COMMIT_ONE_PHASE, ROLLBACK = 0, 2, 4
 
@@ -121,6 +122,14 @@ class Session:
             raise JMSError(
                 "javax.jms.InvalidDestinationException", "a durable subscriber needs a topic"
             )
+        if prefetch is None:
+            # As ActiveMQSession: an AUTO session with optimizedMessageDispatch (the default)
+            # uses the optimized durable prefetch (options.py may not carry these yet).
+            options, policy = self.connection.options, self.connection.options.prefetchPolicy
+            optimized = getattr(options, "optimizedMessageDispatch", True)
+            if self.ack_mode is AckMode.AUTO_ACKNOWLEDGE and optimized:
+                prefetch = int(getattr(policy, "optimizeDurableTopicPrefetch",
+                                       OPTIMIZE_DURABLE_TOPIC_PREFETCH))  # fmt: skip
         return MessageConsumer(self, next(self._consumer_ids), topic, selector, prefetch,
                                no_local=no_local, subscription_name=name)  # fmt: skip
 

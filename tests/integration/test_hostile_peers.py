@@ -203,6 +203,33 @@ def test_unreadable_frame_is_answered_and_closes_its_connection_only(tmp_path: P
         assert "Traceback" not in broker.log_text()
 
 
+def test_bad_stomp_frames_get_an_error_each_and_a_few_log_lines(tmp_path: Path) -> None:
+    """300 connections each sending a frame the broker cannot take: an ERROR each, and the
+    log a few lines and a summary, no traceback (it was a line at INFO per connection)."""
+    bad_frames = [
+        b"SEND\ndestination:/queue/a\ncontent-length:abc\n\nx\x00",
+        b"\xff\xfe\xfd garbage\n\n\x00",
+        b"CONNECT\naccept-version:9.9\nhost:x\n\n\x00",
+        b"CONNECT\naccept-version:1.2\nhost:x\nheart-beat:1,2,3\n\n\x00",
+    ]
+    with running_broker(workdir=tmp_path) as broker:
+        mark = len(broker.log_lines)
+        for i in range(300):
+            with socket.create_connection(broker.stomp_address, timeout=10) as sock:
+                sock.sendall(bad_frames[i % len(bad_frames)])
+                reply = b""
+                while data := sock.recv(4096):
+                    reply += data
+                assert reply.startswith(b"ERROR"), reply
+        deadline = time.monotonic() + 3  # (the summary of what was left out: once a second)
+        while "suppressed" not in log_since(broker, mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        text = log_since(broker, mark)
+        assert "Traceback" not in text
+        assert len(text.splitlines()) < 40, text
+        assert "more peer errors suppressed" in text
+
+
 # -- fuzzed frames against a real broker ------------------------------------------------------
 
 
@@ -377,12 +404,16 @@ def fuzz_while_a_good_client_works(tmp_path: Path, fuzzers: int, frames_each: in
         trips = sorted(good.round_trips)
         assert len(trips) >= 20, len(trips)
         p99 = trips[int(len(trips) * 0.99) - 1]
+        deadline = time.monotonic() + 3  # (the summary of what was left out: once a second)
+        while "suppressed" not in log_since(broker, mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
         text = log_since(broker, mark)
         print(f"{sent} frames on {sum(a.connections for a in attackers)} connections; "
               f"{len(trips)} round trips, p50 {trips[len(trips) // 2] * 1000:.1f} ms, "
               f"p99 {p99 * 1000:.1f} ms; {len(text)} bytes of log")  # fmt: skip
         assert p99 < 0.2, f"p99 {p99 * 1000:.0f} ms"
         assert "Traceback" not in text, text[:5000]
+        assert "more peer errors suppressed" in text
         assert len(text) / sent < 40, f"{len(text)} bytes of log for {sent} frames"
         # And the broker still serves.
         after = Peer(broker.openwire_port)

@@ -395,3 +395,21 @@ def due_order_then_send_order(target: Target) -> list[object]:
 
 def test_due_order_then_send_order(differ: Any) -> None:
     differ(due_order_then_send_order, ["plain", "m1", "m3", "m2", "m0"])
+
+
+def a_copy_with_a_job_id_is_not_scheduled_again(target: Target) -> list[object]:
+    """A message that already has scheduledJobId (a delivered copy sent on, say) goes at
+    once, whatever AMQ_SCHEDULED_* it still has."""
+    with connected(target) as conn:
+        session = conn.create_session()
+        queue = session.queue(target.name)
+        consumer = session.create_consumer(queue)
+        session.create_producer(queue).send(
+            Message("again", properties={DELAY: 60_000, JOB_ID: "ID:elsewhere:1:1:1"})
+        )
+        got = consumer.receive(0.5)
+        return [got.body, schedule_keys(got)] if got is not None else [None]
+
+
+def test_a_copy_with_a_job_id_is_not_scheduled_again(differ: Any) -> None:
+    differ(a_copy_with_a_job_id_is_not_scheduled_again, ["again", [DELAY, JOB_ID]])

@@ -118,8 +118,10 @@ def test_connection_close_sends_the_max_over_its_sessions(broker_url: str, name:
     sent = Sent(conn)
     conn.close()
     removes = sent.of(t.REMOVE_INFO)
+    # First the advisory consumer's own (as Java's AdvisoryConsumer), then the connection's.
     assert [(r["objectId"].type, r["lastDeliveredSequenceId"]) for r in removes] == [
-        (t.CONNECTION_ID, max(sequences))
+        (t.CONSUMER_ID, -2),
+        (t.CONNECTION_ID, max(sequences)),
     ]
 
 
@@ -128,7 +130,7 @@ def test_connection_close_with_nothing_delivered_sends_minus_one(broker_url: str
     conn.create_session()
     sent = Sent(conn)
     conn.close()
-    assert [r["lastDeliveredSequenceId"] for r in sent.of(t.REMOVE_INFO)] == [-1]
+    assert [r["lastDeliveredSequenceId"] for r in sent.of(t.REMOVE_INFO)] == [-2, -1]
 
 
 def test_consumer_close_sends_its_own_last_delivered(broker_url: str, name: str) -> None:

@@ -165,7 +165,12 @@ class Regions:
             # Never past the messages counted: the index may already hold a message whose
             # send has not come back from the store to be counted (and held) yet.
             page = reader(queue.destination, queue.stored_from, min(limit, queue.stored))
-            if not page.messages:
+            if page.lost:
+                # Damaged in the store (which logged them and dropped them): no longer held.
+                queue.stored -= page.lost
+                queue.stored_bytes -= page.lost_bytes
+                self.usage.store.release(page.lost_bytes)
+            elif not page.messages:
                 log.warning("%s: %d messages expected in the store were not found",
                             queue.destination, queue.stored)  # fmt: skip
             for entry in queue.take_page(page):
@@ -192,7 +197,7 @@ class Regions:
             if not page.messages:
                 return
             yield from page.messages
-            start, left = page.next, left - len(page.messages)
+            start, left = page.next, left - len(page.messages) - page.lost
 
     def queue(self, destination: Destination) -> Queue:
         queue = self.queues.get(destination)

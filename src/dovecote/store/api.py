@@ -89,6 +89,10 @@ class QueuePage:
     """Whole, in send order, with their redelivery counters applied."""
     next: QueuePosition
     """Where the next page starts."""
+    lost: int = 0
+    """Messages of the queue met before ``next`` that could not be read back (a damaged
+    record): the store has dropped them, and reports them so here and in its log."""
+    lost_bytes: int = 0
 
 
 @dataclass(slots=True)

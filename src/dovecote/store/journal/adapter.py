@@ -12,6 +12,7 @@ tail the index has not seen, and truncates a torn last record.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import os
@@ -23,6 +24,7 @@ from typing import Final
 import lmdb
 
 from dovecote.core.destinations import Destination, parse_destination
+from dovecote.core.errors import StoreFailedError
 from dovecote.core.message import Message
 from dovecote.store.api import (
     AddSubscription,
@@ -35,8 +37,8 @@ from dovecote.store.api import (
     StoreOp,
 )
 from dovecote.store.groupcommit import GroupWriter, written
-from dovecote.store.journal.datafiles import DataFiles, Location
-from dovecote.store.journal.index import INDEX_VERSION, Index
+from dovecote.store.journal.datafiles import Damage, DamagedRecordError, DataFiles, Location
+from dovecote.store.journal.index import INDEX_VERSION, Index, index_file_problem
 from dovecote.store.journal.records import (
     RECORD_HEADER,
     BatchEncoder,
@@ -45,6 +47,7 @@ from dovecote.store.journal.records import (
     decode_batch,
     sequence,
 )
+from dovecote.store.ops import AckSubscription, RemoveMessage
 
 log = logging.getLogger("dovecote.store.journal")
 
@@ -106,6 +109,29 @@ def _records(batches: list[list[JournalOp]]) -> Iterator[list[JournalOp]]:
         yield small
 
 
+def _tally(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} of {name}" for name, n in sorted(counts.items()))
+
+
+def _report_damage(damage: Damage, lost: dict[tuple[str, str], int]) -> None:
+    """One log line for a range recovery skipped: where, why, and what was lost there
+    (``lost``: its messages not removed later, by (destination, id))."""
+    adds: dict[str, int] = {}
+    for (destination, _), at in lost.items():
+        if at == id(damage):
+            adds[destination] = adds.get(destination, 0) + 1
+    others = sum(not isinstance(op, SequencedAdd) for op in damage.salvaged)
+    where = f"journal db-{damage.file_id}.log bytes {damage.start}-{damage.end}"
+    what = f"lost: {sum(adds.values())} messages" + (f" ({_tally(adds)})" if adds else "")
+    if others:
+        what += f", {others} other operations (a lost removal delivers its message again)"
+    if damage.torn_tail:
+        log.warning("%s: %s; the tail of an interrupted write, cut off (%s)",
+                    where, damage.why, what)  # fmt: skip
+    else:
+        log.error("%s: %s; skipped to the next good record (%s)", where, damage.why, what)
+
+
 def _with_counter(message: Message, counter: int) -> Message:
     """A stored message with the redelivery counter the index keeps for it."""
     return message if message.redelivery_counter == counter else message.with_redelivery(counter)
@@ -144,6 +170,8 @@ class JournalPersistenceAdapter:
         self._catch_up_due = 0.0
         self._index_changed = True
         """The index moved since the last checkpoint (live counts change only then)."""
+        self._index_failing = False
+        """The last catch-up's commit failed (logged once until one succeeds)."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -152,7 +180,16 @@ class JournalPersistenceAdapter:
         await self._take_lock()
         self._files = DataFiles(self.directory, self.max_file_length)
         self._index = self._open_index()
-        self._replay()
+        try:
+            self._replay()
+        except lmdb.Error as exc:
+            if isinstance(exc, (lmdb.DiskError, lmdb.MapFullError)):
+                raise  # no room: a rebuild would fail the same way
+            # A page LMDB finds damaged while replay writes: the journal rebuilds it.
+            log.warning("journal index is damaged (%s); rebuilding it from the journal", exc)
+            self._index.env.close()
+            self._index = self._new_index()
+            self._replay()
         self._files.open_for_append()
         with self._index.env.begin(write=True) as txn:
             self._index.note_file(txn, self._files.current_id)
@@ -185,7 +222,19 @@ class JournalPersistenceAdapter:
         self._lock_fd = fd
 
     def _open_index(self) -> Index:
+        assert self._files is not None
         path = self.directory / "index"
+        data = path / "data.mdb"
+        if not data.exists() or data.stat().st_size == 0:
+            if self._files.file_ids:  # (deleted by hand, say: no damage, so no warning)
+                log.info("journal index at %s is missing; rebuilding it from the journal", path)
+            return self._new_index()
+        # Checked before LMDB maps it: a file shorter than its meta says is a SIGBUS.
+        problem = index_file_problem(str(path))
+        if problem is not None:
+            log.warning("journal index at %s is damaged (%s); rebuilding it from the journal",
+                        path, problem)  # fmt: skip
+            return self._new_index()
         try:
             index = Index(str(path))
             if self._consistent(index):
@@ -194,6 +243,10 @@ class JournalPersistenceAdapter:
             log.warning("journal index at %s does not match the journal; rebuilding it", path)
         except lmdb.Error as exc:
             log.warning("journal index at %s is damaged (%s); rebuilding it", path, exc)
+        return self._new_index()
+
+    def _new_index(self) -> Index:
+        path = self.directory / "index"
         shutil.rmtree(path, ignore_errors=True)
         return Index(str(path))
 
@@ -215,29 +268,55 @@ class JournalPersistenceAdapter:
         assert files is not None and index is not None
         start = index.applied()
         count = 0
-        txn = index.env.begin(write=True)
+        # Messages added in damaged ranges (by destination and id -> the range's id()),
+        # until a later record removes them: what the log reports as lost.
+        lost: dict[tuple[str, str], int] = {}
+        files.damage.clear()
+        seen_damage = 0
+        txn = index.begin()
         try:
             for file_id in files.file_ids:
                 index.note_file(txn, file_id)
             for location, payload in files.scan(start):
-                index.apply(txn, decode_batch(payload), location)
+                while seen_damage < len(files.damage):
+                    damage = files.damage[seen_damage]
+                    seen_damage += 1
+                    for op in damage.salvaged:
+                        if isinstance(op, SequencedAdd):
+                            key = (str(op.message.destination), op.message.message_id)
+                            lost[key] = id(damage)
+                ops = decode_batch(payload)
+                if lost:
+                    for op in ops:
+                        if isinstance(op, (RemoveMessage, AckSubscription)):
+                            lost.pop((str(op.destination), op.message_id), None)
+                index.apply(txn, ops, location)
                 end = location.offset + RECORD_HEADER.size + len(payload)
                 index.mark_applied(txn, Location(location.file_id, end))
                 count += 1
                 if count % REPLAY_TXN_RECORDS == 0:
-                    txn.commit()
-                    txn = index.env.begin(write=True)
-            txn.commit()
+                    index.commit(txn)
+                    txn = index.begin()
+            index.commit(txn)
         except BaseException:
-            txn.abort()
+            index.abort(txn)
             raise
+        for damage in files.damage[seen_damage:]:  # ranges after the last good record
+            for op in damage.salvaged:
+                if isinstance(op, SequencedAdd):
+                    lost[(str(op.message.destination), op.message.message_id)] = id(damage)
+        for damage in files.damage:
+            _report_damage(damage, lost)
+        files.damage.clear()
         if count:
             log.info("journal replay applied %d records after the last checkpoint", count)
 
     async def stop(self) -> None:
         await self._writer.stop()
         if self._index is not None:
-            self._catch_up()
+            # (Failing, it was logged: the next start replays those records.)
+            with contextlib.suppress(StoreFailedError):
+                self._catch_up()
         if self._files is not None:
             # Writes nobody waited for are synced by a clean stop, as KahaDB's close does.
             await self._files.sync(self.disk_syncs)
@@ -266,17 +345,24 @@ class JournalPersistenceAdapter:
         written: list[tuple[Location, list[JournalOp]]] = []
         size = 0
         encoder = self._encoder
-        for ops in _records([batch for batch, _ in group]):
-            header, payload = encoder.parts(ops)
-            try:
-                size += len(header) + len(payload)
-                written.append((files.append(header, payload), ops))
-            finally:
-                encoder.release()
+        start = files.head
+        try:
+            for ops in _records([batch for batch, _ in group]):
+                header, payload = encoder.parts(ops)
+                try:
+                    size += len(header) + len(payload)
+                    written.append((files.append(header, payload), ops))
+                finally:
+                    encoder.release()
+            # One fsync covers every batch of the group: the group commit. A group of
+            # batches that asked for none (acks nobody waits for) is left to the next one.
+            await files.sync(self.disk_syncs and any(sync for _, sync in group))
+        except OSError:
+            # Its writers are told it failed (a full disk): the journal must not keep it,
+            # or a replay would apply what the index never saw.
+            files.rewind(start)
+            raise
         head = files.head
-        # One fsync covers every batch of the group: this is the group commit. A group of
-        # batches that asked for none (acks nobody waits for) is left to the next one.
-        await files.sync(self.disk_syncs and any(sync for _, sync in group))
         # The index is a view the journal can rebuild: it is not brought up to date before
         # the writers wake (their receipts need only the fsync) but a moment later, between
         # groups, for several groups in one transaction. A crash before that replays them.
@@ -286,7 +372,8 @@ class JournalPersistenceAdapter:
         if size > INDEX_AT_ONCE_BYTES and size > _adds(written) * INDEX_AT_ONCE_BYTES_PER_ADD:
             # Mostly message bodies: little index work beside its fsync, and deferred it
             # costs more than it saves (measured with 100 KiB messages: 8% slower).
-            self._catch_up()
+            with contextlib.suppress(StoreFailedError):  # written: the index catches up later
+                self._catch_up()
         elif self._catch_up_timer is None:
             loop = asyncio.get_running_loop()
             # (Kept apart from the timer: uvloop's call_later(0) gives a handle without when().)
@@ -303,9 +390,25 @@ class JournalPersistenceAdapter:
             self._catch_up_timer = None
         if self._unapplied_head is None:
             return
-        with index.env.begin(write=True) as txn:
+        txn = index.begin()
+        try:
             index.apply_records(txn, self._unapplied)
             index.mark_applied(txn, self._unapplied_head)
+            index.commit(txn)
+        except lmdb.Error as exc:
+            # (A full disk.) Nothing of it counted: the same records are applied again by
+            # the next catch-up; until then reads that need the index fail.
+            index.abort(txn)
+            if not self._index_failing:
+                log.warning("journal index could not be updated (%s); retrying", exc)
+            self._index_failing = True
+            raise StoreFailedError(f"the store's index could not be updated: {exc}") from exc
+        except BaseException:
+            index.abort(txn)
+            raise
+        if self._index_failing:
+            log.info("journal index updated again")
+            self._index_failing = False
         self._unapplied.clear()
         self._unapplied_ops = 0
         self._unapplied_head = None
@@ -316,7 +419,10 @@ class JournalPersistenceAdapter:
             due = self._catch_up_due <= asyncio.get_running_loop().time()
             if not due and self._unapplied_ops < INDEX_DELAY_OPS:
                 return  # not yet: the timer wakes the writer
-            self._catch_up()
+            try:
+                self._catch_up()
+            except StoreFailedError:
+                return  # logged; the next group tries again
         # Whoever brought the index up to date (this, a large group, a read), the files it
         # shows dead go now; while it has not moved, the answer would be the same.
         if not self._index_changed:
@@ -346,19 +452,36 @@ class JournalPersistenceAdapter:
         # whole, once, instead of two small reads per message.
         file_data: dict[int, bytes] = {}
 
-        def load(seq: int, file_id: int, offset: int, counter: int) -> Message:
+        damaged: dict[Location, str] = {}
+        lost: dict[Location, list[int]] = {}
+
+        def load(seq: int, file_id: int, offset: int, counter: int) -> Message | None:
             location = Location(file_id, offset)
             adds = cache.get(location)
             if adds is None:
+                if location in damaged:
+                    lost[location].append(seq)
+                    return None
                 if len(cache) > 64:
                     cache.clear()
-                data = file_data.get(file_id)
-                if data is None:
-                    if len(file_data) >= 2:
-                        file_data.clear()
-                    data = file_data[file_id] = files.read_file(file_id)
-                adds = cache[location] = _added(files.payload_in(data, location))
-            return _with_counter(adds[seq], counter)
+                try:
+                    data = file_data.get(file_id)
+                    if data is None:
+                        if len(file_data) >= 2:
+                            file_data.clear()
+                        data = file_data[file_id] = files.read_file(file_id)
+                    adds = cache[location] = _added(files.payload_in(data, location))
+                # (ValueError: bytes that are no batch, whatever their checksum says.)
+                except (DamagedRecordError, OSError, ValueError) as exc:
+                    damaged[location] = str(exc)
+                    lost[location] = [seq]
+                    return None
+            message = adds.get(seq)
+            if message is None:
+                damaged[location] = f"it has no message {seq}"
+                lost.setdefault(location, []).append(seq)
+                return None
+            return _with_counter(message, counter)
 
         state = RecoveredState()
         topic_entries: dict[int, tuple[int, int, int]] = {}
@@ -367,12 +490,20 @@ class JournalPersistenceAdapter:
                 if not queues:
                     continue
                 message = load(seq, file_id, offset, counter)
-                state.queues.setdefault(message.destination, []).append(message)
+                if message is not None:
+                    state.queues.setdefault(message.destination, []).append(message)
             else:
                 topic_entries[seq] = (file_id, offset, counter)
         for sub, _, pending in index.subscriptions():
-            messages = [load(seq, *topic_entries[seq]) for seq in pending if seq in topic_entries]
+            messages: list[Message] = []
+            for seq in pending:
+                if seq in topic_entries:
+                    message = load(seq, *topic_entries[seq])
+                    if message is not None:
+                        messages.append(message)
             state.subscriptions.append(RecoveredSubscription(sub, messages))
+        for location, seqs in lost.items():
+            self._forget_lost(location, sorted(set(seqs)), damaged[location])
         return state
 
     def recover_paged(self) -> PagedRecovery:
@@ -393,17 +524,61 @@ class JournalPersistenceAdapter:
         index = self._index
         assert index is not None and self._files is not None
         self._catch_up()
-        rows = index.queue_page(str(destination), start, limit)
         messages: list[Message] = []
-        # Messages sent together share a record: each record is read and decoded once.
-        records: dict[Location, dict[int, Message]] = {}
-        for _, seq, entry in rows:
-            location = Location(entry[2], entry[3])
-            adds = records.get(location)
-            if adds is None:
-                adds = records[location] = _added(self._files.read_payload(location))
-            messages.append(_with_counter(adds[seq], entry[4]))
-        return QueuePage(messages, (rows[-1][0], rows[-1][1] + 1) if rows else start)
+        lost = lost_bytes = 0
+        position = start
+        # Until a message is found or the queue ends: a page of nothing but lost messages
+        # would tell the broker the queue is empty.
+        while not messages:
+            rows = index.queue_page(str(destination), position, limit)
+            if not rows:
+                break
+            position = (rows[-1][0], rows[-1][1] + 1)
+            # Messages sent together share a record: each record is read and decoded once.
+            records: dict[Location, dict[int, Message]] = {}
+            damaged: dict[Location, tuple[str, list[int]]] = {}
+            for _, seq, entry in rows:
+                location = Location(entry[2], entry[3])
+                adds = records.get(location)
+                if adds is None and location not in damaged:
+                    try:
+                        adds = records[location] = _added(self._files.read_payload(location))
+                    except (DamagedRecordError, OSError, ValueError) as exc:
+                        damaged[location] = (str(exc), [])
+                message = None if adds is None else adds.get(seq)
+                if message is None:
+                    if location not in damaged:
+                        damaged[location] = (f"it has no message {seq}", [])
+                    damaged[location][1].append(seq)
+                    lost += 1
+                    lost_bytes += entry[9]
+                else:
+                    messages.append(_with_counter(message, entry[4]))
+            for location, (why, seqs) in damaged.items():
+                self._forget_lost(location, seqs, why)
+            if len(rows) < limit:
+                break
+        return QueuePage(messages, position, lost, lost_bytes)
+
+    def _forget_lost(self, location: Location, seqs: list[int], why: str) -> None:
+        """Messages whose record cannot be read back are lost: dropped from the index (the
+        journal keeps nothing of them a replay could apply), with one log line."""
+        index = self._index
+        assert index is not None
+        txn = index.begin()
+        try:
+            gone = index.forget(txn, seqs)
+            index.commit(txn)
+        except BaseException:
+            index.abort(txn)
+            raise
+        self._index_changed = True
+        counts: dict[str, int] = {}
+        for entry in gone:
+            counts[entry[0]] = counts.get(entry[0], 0) + 1
+        log.error("journal db-%d.log record at offset %d cannot be read (%s): %d messages "
+                  "lost (%s), removed from the store", location.file_id, location.offset, why,
+                  len(gone), _tally(counts))  # fmt: skip
 
     def message_count(self, destination: Destination) -> int:
         index = self._index
@@ -465,7 +640,12 @@ class JournalPersistenceAdapter:
         moved.update(seq for seq, entry in entries.items() if entry[2] == oldest)
         for seq in sorted(moved):
             _, _, entry_file, offset, counter, *_ = entries[seq]
-            message = self._read_message(seq, Location(entry_file, offset))
+            location = Location(entry_file, offset)
+            try:
+                message = self._read_message(seq, location)
+            except (DamagedRecordError, OSError, ValueError) as exc:
+                self._forget_lost(location, [seq], str(exc))
+                continue
             ops.append(SequencedAdd(seq, message.with_redelivery(counter)))
         log.info("journal db-%d.log: moving %d live records to the head", oldest, len(ops))
         return ops

@@ -24,8 +24,11 @@ from dovecote.store.journal.records import (
     FILE_HEADER,
     FILE_MAGIC,
     RECORD_HEADER,
+    RECORD_START,
+    JournalOp,
     check_record,
     file_header,
+    salvage,
 )
 
 log = logging.getLogger("dovecote.store.journal")
@@ -52,6 +55,24 @@ class Location:
         self.offset = offset
 
 
+@dataclass(slots=True)
+class Damage:
+    """A range of a data file that recovery skipped (FORMAT.md: Torn tails and damaged
+    records), with what could still be decoded from it."""
+
+    file_id: int
+    start: int
+    end: int
+    why: str
+    torn_tail: bool
+    salvaged: list[JournalOp]
+
+
+class DamagedRecordError(Exception):
+    """A record read back (not scanned) is not what was written: cut short, missing, or its
+    checksum does not hold. (Not an OSError: mypyc cannot compile a subclass of one.)"""
+
+
 class DataFiles:
     def __init__(self, directory: Path, max_file_length: int) -> None:
         self.directory = directory
@@ -69,6 +90,8 @@ class DataFiles:
         self._unsynced = 0
         self._data_ends: dict[int, int] = {}
         """Where each scanned file's data ends (a preallocated file is longer)."""
+        self.damage: list[Damage] = []
+        """The ranges scans skipped, for their owner to report (and clear)."""
 
     def path(self, file_id: int) -> Path:
         return self.directory / f"db-{file_id}.log"
@@ -135,6 +158,17 @@ class DataFiles:
         self._dirty.add(self.current_id)
         return location
 
+    def rewind(self, start: Location) -> None:
+        """Take back what was appended from ``start`` on (a group whose write or fsync
+        failed): zeroed, so that no record of it is found again, and written over next.
+        (A group that rolled to a new file meanwhile is left as it is: rare, and replay
+        then applies it.)"""
+        if start.file_id != self.current_id or self.position <= start.offset:
+            return
+        with contextlib.suppress(OSError):
+            os.pwrite(self._fd, bytes(self.position - start.offset), start.offset)
+        self.position = start.offset
+
     async def sync(self, disk_syncs: bool) -> None:
         """Make everything appended since the last sync durable: one fsync per file written
         (skipped when ``disk_syncs`` is off, and then left for the next sync to cover).
@@ -176,10 +210,20 @@ class DataFiles:
         return fd
 
     def read_payload(self, location: Location) -> bytes:
-        fd = self._reader(location.file_id)
-        length, crc, kind = RECORD_HEADER.unpack(os.pread(fd, RECORD_HEADER.size, location.offset))
-        payload = os.pread(fd, length, location.offset + RECORD_HEADER.size)
-        return _checked(location, length, crc, kind, payload)
+        """A record's payload; ``DamagedRecordError`` when it cannot be read whole and
+        checked (its file gone or cut short, or its checksum wrong)."""
+        try:
+            fd = self._reader(location.file_id)
+            header = os.pread(fd, RECORD_HEADER.size, location.offset)
+            if len(header) < RECORD_HEADER.size:
+                raise DamagedRecordError("cut short")
+            length, crc, kind = RECORD_HEADER.unpack(header)
+            payload = os.pread(fd, length, location.offset + RECORD_HEADER.size)
+        except DamagedRecordError:
+            raise
+        except OSError as exc:
+            raise DamagedRecordError(str(exc)) from exc
+        return _checked(length, crc, kind, payload)
 
     def read_file(self, file_id: int) -> bytes:
         """A whole data file, for reading many of its records (recovery)."""
@@ -188,14 +232,16 @@ class DataFiles:
     @staticmethod
     def payload_in(data: bytes, location: Location) -> bytes:
         """The payload of the record at ``location`` in its file's bytes."""
+        if location.offset + RECORD_HEADER.size > len(data):
+            raise DamagedRecordError("cut short")
         length, crc, kind = RECORD_HEADER.unpack_from(data, location.offset)
         start = location.offset + RECORD_HEADER.size
-        return _checked(location, length, crc, kind, data[start : start + length])
+        return _checked(length, crc, kind, data[start : start + length])
 
     def scan(self, start: Location | None) -> Iterator[tuple[Location, bytes]]:
-        """Every good record from ``start`` (default: the beginning) to the end. A torn or
-        damaged record ends its file: the last file is truncated there, an older one is
-        reported and the scan goes on with the next file."""
+        """Every good record from ``start`` (default: the beginning) to the end. Damage is
+        skipped up to the next good record (noted in ``damage``); a torn tail of the last
+        file is truncated away."""
         for file_id in list(self.file_ids):
             if start is not None and file_id < start.file_id:
                 continue
@@ -204,32 +250,53 @@ class DataFiles:
 
     def _scan_file(self, file_id: int, offset: int) -> Iterator[tuple[Location, bytes]]:
         path = self.path(file_id)
-        with path.open("rb") as f:
-            data = f.read()
+        try:
+            with path.open("rb") as f:
+                data = f.read()
+        except OSError as exc:
+            self._damaged(file_id, 0, 0, f"unreadable ({exc})", b"")
+            return
+        size = len(data)
         if offset == 0:
-            if len(data) < FILE_HEADER.size or data[:8] != FILE_MAGIC:
-                self._damaged(file_id, 0, len(data), "no valid file header")
+            if size < FILE_HEADER.size:
+                self._damaged(file_id, 0, size, "no valid file header", data)
                 return
+            if data[:8] != FILE_MAGIC:
+                # The records after it may be whole: only the header is lost (and written
+                # again in the file new records go to).
+                self.damage.append(Damage(file_id, 0, FILE_HEADER.size, "no valid file header",
+                                          False, []))  # fmt: skip
+                if file_id == self.file_ids[-1]:
+                    with path.open("r+b") as f:
+                        f.write(file_header(file_id))
             offset = FILE_HEADER.size
         self._data_ends[file_id] = offset
-        while offset < len(data):
+        while offset < size:
             end = offset + RECORD_HEADER.size
+            why = ""
             if data[offset:end] == _NO_RECORD:
-                return  # the unwritten, preallocated rest of the file
-            if end > len(data):
-                self._damaged(file_id, offset, len(data), "record header cut short")
+                if _NONZERO.search(data, end) is None:
+                    return  # the unwritten, preallocated rest of the file
+                why = "zeros amid the data"
+            elif end > size:
+                why = "record header cut short"
+            else:
+                length, crc, kind = RECORD_HEADER.unpack_from(data, offset)
+                if end + length > size:
+                    why = "record cut short"
+                elif not check_record(kind, crc, data[end : end + length]):
+                    why = "checksum mismatch"
+                else:
+                    yield Location(file_id, offset), data[end : end + length]
+                    offset = end + length
+                    self._data_ends[file_id] = offset
+                    continue
+            good = next_good_record(data, offset + 1)
+            if good < 0:
+                self._damaged(file_id, offset, size, why, data)
                 return
-            length, crc, kind = RECORD_HEADER.unpack_from(data, offset)
-            payload = data[end : end + length]
-            if len(payload) < length:
-                self._damaged(file_id, offset, len(data), "record cut short")
-                return
-            if not check_record(kind, crc, payload):
-                self._damaged(file_id, offset, len(data), "checksum mismatch")
-                return
-            yield Location(file_id, offset), payload
-            offset = end + length
-            self._data_ends[file_id] = offset
+            self._damaged(file_id, offset, good, why, data)
+            offset = good
 
     def _find_end(self, file_id: int) -> int:
         """The end of a file's data, found by walking its record headers."""
@@ -237,13 +304,17 @@ class DataFiles:
             pass
         return self._data_ends.get(file_id, FILE_HEADER.size)
 
-    def _damaged(self, file_id: int, offset: int, size: int, why: str) -> None:
-        if file_id == self.file_ids[-1]:
-            log.warning(
-                "journal db-%d.log: %s at offset %d; dropping the %d bytes from there "
-                "(the tail of an interrupted write)",
-                file_id, why, offset, size - offset,
-            )  # fmt: skip
+    def _damaged(self, file_id: int, offset: int, end: int, why: str, data: bytes) -> None:
+        """Note a skipped range; when it runs to the end of the last file, that is a torn
+        tail: the file is cut there so that new writes follow the last good record."""
+        torn = end == len(data) and file_id == self.file_ids[-1] and len(data) > 0
+        region = data[offset:end]
+        if torn:
+            # Trailing zeros are the preallocated rest, not part of the damage.
+            end = offset + len(region.rstrip(b"\0"))
+            region = data[offset:end]
+        self.damage.append(Damage(file_id, offset, end, why, torn, salvage(region)))
+        if torn:
             keep = max(offset, FILE_HEADER.size)
             self._data_ends[file_id] = keep
             with self.path(file_id).open("r+b") as f:
@@ -251,11 +322,6 @@ class DataFiles:
                     f.seek(0)
                     f.write(file_header(file_id))
                 f.truncate(keep)
-        else:
-            log.error(
-                "journal db-%d.log: %s at offset %d; %d bytes of that file are unreadable",
-                file_id, why, offset, size - offset,
-            )  # fmt: skip
 
     # -- removing --------------------------------------------------------------------------
 
@@ -281,11 +347,31 @@ class DataFiles:
 
 
 _NO_RECORD = bytes(RECORD_HEADER.size)
+_NONZERO = re.compile(rb"[^\x00]")
 
 
-def _checked(location: Location, length: int, crc: int, kind: int, payload: bytes) -> bytes:
-    if len(payload) != length or not check_record(kind, crc, payload):
-        raise OSError(f"journal record at {location} is damaged")
+def next_good_record(data: bytes, start: int) -> int:
+    """The offset of the first good record at or after ``start`` in a file's bytes, or -1:
+    where a batch may start (``RECORD_START``), its length within the file and its checksum
+    holding (KahaDB's recovery looks for its next batch header the same way)."""
+    position = start + RECORD_HEADER.size - 1  # the type byte's place
+    while (match := RECORD_START.search(data, position)) is not None:
+        offset = match.start() - (RECORD_HEADER.size - 1)
+        position = match.start() + 1
+        if offset < start:
+            continue
+        length, crc, kind = RECORD_HEADER.unpack_from(data, offset)
+        begin = offset + RECORD_HEADER.size
+        if begin + length <= len(data) and check_record(kind, crc, data[begin : begin + length]):
+            return offset
+    return -1
+
+
+def _checked(length: int, crc: int, kind: int, payload: bytes) -> bytes:
+    if len(payload) != length:
+        raise DamagedRecordError("cut short")
+    if not check_record(kind, crc, payload):
+        raise DamagedRecordError("checksum mismatch")
     return payload
 
 

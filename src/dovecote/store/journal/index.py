@@ -15,7 +15,9 @@ LMDB's key order is send order):
 - ``qstat``: destination -> (message count, bytes) of each queue that holds messages, as of
   ``totals_at`` in ``meta``. The counts live in memory and are written at a clean close
   only (a write per batch cost ~10 us a message); when ``totals_at`` is not ``applied``
-  (a crash came after it), opening counts them again from ``qseq``.
+  (a crash came after it), opening counts them again from ``qseq``. In memory, a write
+  transaction's changes to them are held apart and taken in only once it commits
+  (``begin``/``commit``/``abort``): a failed commit, retried, must not count twice.
 - ``tids``: message id -> seq, for topic messages.
 - ``subs``: client id \\0 name -> [destination, selector, no_local, file].
 - ``pend``: client id \\0 name \\0 seq -> empty: what a durable subscription still needs.
@@ -28,6 +30,7 @@ LMDB's key order is send order):
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
 from typing import Any, Final
@@ -110,10 +113,35 @@ class Index:
         self.qseq = self.env.open_db(b"qseq")
         self.qstat = self.env.open_db(b"qstat")
         self._totals: dict[str, list[int]] = self._load_totals()
-        """Each queue's [count, bytes] (see ``qstat``)."""
+        """Each queue's [count, bytes] (see ``qstat``), as of the last commit."""
+        self._txn_totals: dict[str, list[int]] = {}
+        """What the open write transaction changed in them (see ``commit``)."""
         self._deltas: dict[int, tuple[int, int]] = {}
         """Live counts by file, changed by the record being applied (see ``apply``)."""
         self._top_seq = 0
+
+    def begin(self) -> lmdb.Transaction:
+        """A write transaction that changes what it counts (``commit`` or ``abort`` it)."""
+        self._txn_totals = {}
+        return self.env.begin(write=True)
+
+    def commit(self, txn: lmdb.Transaction) -> None:
+        """Commit, then take the transaction's queue counts in (a failed commit raises, and
+        they are dropped: applying the same records again counts them once)."""
+        changes, self._txn_totals = self._txn_totals, {}
+        txn.commit()
+        for destination, (count, size) in changes.items():
+            totals = self._totals.get(destination)
+            if totals is None:
+                totals = self._totals[destination] = [0, 0]
+            totals[0] += count
+            totals[1] += size
+            if totals[0] <= 0:
+                del self._totals[destination]
+
+    def abort(self, txn: lmdb.Transaction) -> None:
+        self._txn_totals = {}
+        txn.abort()
 
     def close(self) -> None:
         with self.env.begin(write=True) as txn:
@@ -166,13 +194,11 @@ class Index:
     # -- applying --------------------------------------------------------------------------
 
     def _count_queue(self, destination: str, count: int, size: int) -> None:
-        totals = self._totals.get(destination)
-        if totals is None:
-            totals = self._totals[destination] = [0, 0]
-        totals[0] += count
-        totals[1] += size
-        if totals[0] <= 0:
-            del self._totals[destination]
+        changes = self._txn_totals.get(destination)
+        if changes is None:
+            changes = self._txn_totals[destination] = [0, 0]
+        changes[0] += count
+        changes[1] += size
 
     def apply_records(
         self, txn: lmdb.Transaction, records: list[tuple[Location, list[JournalOp]]]
@@ -331,6 +357,29 @@ class Index:
                 self._count_queue(entry[0], -1, -entry[9])
             self._count(txn, entry[2], -1, -entry[9])
 
+    def forget(self, txn: lmdb.Transaction, seqs: list[int]) -> list[list[Any]]:
+        """Remove messages whose record is damaged (lost) from everything that refers to
+        them; returns their entries (see ``msgs``)."""
+        self._deltas = {}
+        self._top_seq = 0
+        gone: list[list[Any]] = []
+        subscriptions = [bytes(key) for key, _ in txn.cursor(db=self.subs)]
+        for number in seqs:
+            seq = _SEQ.pack(number)
+            raw = _get(txn, seq, self.msgs)
+            if raw is None:
+                continue
+            entry = _unpack(raw)
+            if entry[5] < 0:
+                txn.delete(_key(entry[0], entry[1]), db=self.qids)
+            else:
+                for key in subscriptions:
+                    txn.delete(key + b"\0" + seq, db=self.pend)
+            self._drop_message(txn, seq)
+            gone.append(entry)
+        self._write_counts(txn)
+        return gone
+
     def _release(self, txn: lmdb.Transaction, seq: bytes) -> None:
         """One durable subscription less waits for a topic message."""
         raw = _get(txn, seq, self.msgs)
@@ -443,6 +492,58 @@ class Index:
                     page.append((sequence, seq, _unpack(raw)))
                 found = cursor.next()
         return page
+
+
+_META: Final = struct.Struct("<QHHHHIIQQ")
+"""An LMDB meta page's start: page number, pad, flags, lower, upper; then the meta's
+magic, version, address and map size."""
+_DB: Final = struct.Struct("<IHHQQQQQ")
+"""LMDB's MDB_db: pad (the page size, in the free DB's), flags, depth, branch, leaf and
+overflow page counts, entries, root page."""
+_LMDB_MAGIC: Final = 0xBEEFC0DE
+_NO_PAGE: Final = (1 << 64) - 1
+
+
+def index_file_problem(directory: str) -> str | None:
+    """What is wrong with an LMDB environment's ``data.mdb`` before LMDB maps it, or None
+    (also for no file: LMDB makes a new one). LMDB trusts the file to hold every page its
+    meta names, and a page the mapping does not cover kills the process with SIGBUS: so
+    the meta pages are read and checked here with plain reads (FORMAT.md)."""
+    path = os.path.join(directory, "data.mdb")
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return None
+            first = f.read(_META.size + 2 * _DB.size + 16)
+            if len(first) < _META.size + 2 * _DB.size + 16:
+                return f"data.mdb is {size} bytes, too short to be an LMDB file"
+            page_size = _DB.unpack_from(first, _META.size)[0]
+            if page_size < 512 or page_size > 65536 or page_size & (page_size - 1):
+                return f"data.mdb is not an LMDB file (page size {page_size})"
+            f.seek(page_size)
+            second = f.read(len(first))
+    except OSError as exc:
+        return f"data.mdb cannot be read ({exc})"
+    metas = []
+    for page in (first, second):
+        if len(page) < len(first):
+            continue
+        _, _, flags, _, _, magic, version, _, _ = _META.unpack_from(page)
+        if magic != _LMDB_MAGIC or version != 1 or not flags & 0x08:
+            continue
+        roots = [_DB.unpack_from(page, _META.size + i * _DB.size)[7] for i in range(2)]
+        last_page, txnid = struct.unpack_from("<QQ", page, _META.size + 2 * _DB.size)
+        metas.append((txnid, last_page, roots))
+    if not metas:
+        return "data.mdb has no valid LMDB meta page"
+    _, last_page, roots = max(metas)
+    if any(root != _NO_PAGE and root > last_page for root in roots):
+        return "data.mdb's meta page names a root past its last page"
+    needed = (last_page + 1) * page_size
+    if size < needed:
+        return f"data.mdb is {size} bytes where its meta page needs {needed} (truncated)"
+    return None
 
 
 def passing_through(

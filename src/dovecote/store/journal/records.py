@@ -3,6 +3,7 @@ and the msgpack encoding of the store's operations and of messages."""
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -72,6 +73,35 @@ def frame_record(payload: bytes, kind: int = BATCH) -> bytes:
 
 def check_record(kind: int, crc: int, payload: bytes | memoryview) -> bool:
     return crc32(payload, crc32(bytes((kind,)))) == crc
+
+
+RECORD_START: Final = re.compile(
+    rb"\x01(?:[\x91-\x9f]|\xdc[\x00-\xff]{2}|\xdd[\x00-\xff]{4})[\x92-\x96]\xa1[ARUSXKD]"
+)
+"""Where a batch record may start, from its type byte on: type 1, then a msgpack array of
+operations whose first is an array beginning with a one-letter tag (``encode_op``). Damage
+is skipped by searching for this and then checking the length and checksum (FORMAT.md)."""
+
+_OP_START: Final = re.compile(rb"[\x92-\x96]\xa1[ARUSXKD]")
+
+
+def salvage(region: bytes) -> list[JournalOp]:
+    """The operations that can still be decoded from damaged bytes: every place that reads
+    as a whole encoded operation. A lower bound of what was lost there, for the log."""
+    found: list[JournalOp] = []
+    position = 0
+    while (match := _OP_START.search(region, position)) is not None:
+        position = match.start() + 1
+        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+        unpacker.feed(region[match.start() :])
+        try:
+            fields = unpacker.unpack()
+            op = decode_op(fields)
+        except Exception:
+            continue
+        found.append(op)
+        position = match.start() + unpacker.tell()
+    return found
 
 
 # -- operations ----------------------------------------------------------------------------

@@ -73,7 +73,7 @@ FIXED_RANGES = {
 }
 # A value a field may hold when the frame is spoiled at the structure level: wrong kinds of
 # structure where one is nested, and the numbers at the edges of their ranges.
-ODD_NUMBERS = {
+ODD_NUMBERS: dict[str, list[Any]] = {
     "bool": [True],
     "byte": [-128, -80, -1, 0, 7, 127],
     "short": [-(2**15), -1, 2**15 - 1],

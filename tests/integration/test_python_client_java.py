@@ -52,12 +52,13 @@ def test_python_to_java(broker: BrokerProcess, peer: Path) -> None:
     with ConnectionFactory(url).create_connection() as conn:
         session = conn.create_session()
         properties = {"i": JavaInt(7), "s": JavaShort(-3), "b": JavaByte(5), "f": JavaFloat(1.5),
-                      "l": 2**40, "d": 2.25, "JMSXGroupID": "g", "JMSXGroupSeq": 2}  # fmt: skip
+                      "l": 2**40, "d": 2.25, "JMSXGroupID": "g", "JMSXGroupSeq": 2,
+                      "JMSXUserID": "alice"}  # fmt: skip
         body = {"i": JavaInt(7), "f": JavaFloat(1.5), "l": 2**40}
         session.create_producer(session.queue(name)).send(Message(body, properties=properties))
     names, entries, group = java(peer, "receive", str(broker.openwire_port), name)
     assert names.split() == [
-        "JMSXGroupID=String:g", "JMSXGroupSeq=Integer:2", "b=Byte:5", "d=Double:2.25",
+        "JMSXGroupID=String:g", "JMSXGroupSeq=Integer:2", "JMSXUserID=String:alice", "b=Byte:5", "d=Double:2.25",
         "f=Float:1.5", "i=Integer:7", "l=Long:1099511627776", "s=Short:-3",
     ]  # fmt: skip
     assert entries.split() == ["f=Float:1.5", "i=Integer:7", "l=Long:1099511627776"]

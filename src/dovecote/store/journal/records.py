@@ -90,17 +90,27 @@ def salvage(region: bytes) -> list[JournalOp]:
     as a whole encoded operation. A lower bound of what was lost there, for the log."""
     found: list[JournalOp] = []
     position = 0
+    view = memoryview(region)
     while (match := _OP_START.search(region, position)) is not None:
-        position = match.start() + 1
-        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
-        unpacker.feed(region[match.start() :])
-        try:
-            fields = unpacker.unpack()
-            op = decode_op(fields)
-        except Exception:
-            continue
-        found.append(op)
-        position = match.start() + unpacker.tell()
+        start = position = match.start()
+        # A window that doubles while the operation runs past it: each candidate costs
+        # about its own size, not the rest of the region (a whole file, perhaps).
+        window = 4096
+        while True:
+            unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+            unpacker.feed(view[start : start + window])
+            try:
+                op = decode_op(unpacker.unpack())
+                position = start + unpacker.tell()
+                found.append(op)
+            except msgpack.OutOfData:
+                if start + window < len(region):
+                    window *= 2
+                    continue
+                position = start + 1
+            except Exception:  # damaged bytes fail in any way msgpack and decode_op can
+                position = start + 1
+            break
     return found
 
 

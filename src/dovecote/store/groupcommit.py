@@ -153,11 +153,13 @@ class GroupWriter(Generic[T]):
             await self._write_group([item for item, _ in group])
         except Exception as exc:  # each writer learns of the failure
             failure: Exception = exc
-            if isinstance(exc, OSError):
-                # The disk's failure (full, or an I/O error), not ours: one line, and the
-                # writers get an error a client can be told; the trace only when debugging.
-                failure = StoreFailedError(f"the store could not write: {_disk_error(exc)}")
-                log.warning("%s (%d operations refused)", failure, len(group))
+            if isinstance(exc, OSError | StoreFailedError):
+                # The disk's or the database's failure (full, an I/O error), not ours: one
+                # line, and the writers get an error a client can be told; the trace only
+                # when debugging.
+                if isinstance(exc, OSError):
+                    failure = StoreFailedError(f"the store could not write: {_disk_error(exc)}")
+                log.warning("%s (%d batches refused)", failure, len(group))
                 log.debug("store write failed", exc_info=exc)
             else:
                 log.exception("store write failed")

@@ -31,9 +31,10 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from dovecote.core.destinations import Destination, destination_matches, parse_destination
+from dovecote.core.errors import StoreFailedError
 from dovecote.store.api import (
     AckSubscription,
     AddSubscription,
@@ -207,7 +208,10 @@ class SqlPersistenceAdapter:
         return self._writer.submit(ops, urgent=not lazy)
 
     async def _write_group(self, group: list[list[JournalOp]]) -> None:
-        await self._run(self._apply_group, group)
+        try:
+            await self._run(self._apply_group, group)
+        except OperationalError as exc:  # the database's failure (full, gone): not ours
+            raise StoreFailedError(f"the store could not write: {exc.orig}") from exc
 
     def _apply_group(self, group: list[list[JournalOp]]) -> None:
         assert self._engine is not None

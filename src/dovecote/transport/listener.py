@@ -23,6 +23,10 @@ log = logging.getLogger("dovecote.transport")
 READ_CHUNK = 64 * 1024
 WRITTEN_MARK = 64 * 1024
 """Bytes a connection may still hold unsent and be called written (asyncio's high-water mark)."""
+BACKLOG = 5000
+"""Connections the kernel completes before they are accepted (TcpTransportServer's backlog;
+Linux caps it at net.core.somaxconn). At asyncio's 100, a burst of connects overflowed it
+and each connect beyond waited out a SYN retransmit (1 s and more)."""
 
 
 class Listener:
@@ -52,7 +56,7 @@ class Listener:
         # (a compiled class cannot).
         factory = cast(Any, self._new_stream)
         self._server = await asyncio.get_running_loop().create_server(
-            factory, self.host, self.requested_port
+            factory, self.host, self.requested_port, backlog=BACKLOG
         )
         log.info("%s listening on %s:%d", self.name, self.host, self.port)
 

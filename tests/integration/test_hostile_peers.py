@@ -537,12 +537,20 @@ def test_never_connected_stomp_sockets_are_closed_and_cannot_lock_clients_out(
 
 
 def test_connect_attempt_timeouts_are_configurable(tmp_path: Path) -> None:
-    """A silent OpenWire socket and a silent STOMP socket are closed in about the
+    """A silent socket on the OpenWire, STOMP and auto listeners is closed in about the
     configured time (not the 30 s default)."""
-    config = ("[openwire]\nconnect_attempt_timeout_ms = 500\n"
-              "[stomp]\nconnect_attempt_timeout_ms = 500\n")  # fmt: skip
+    config = """
+[openwire]
+connect_attempt_timeout_ms = 500
+[stomp]
+connect_attempt_timeout_ms = 500
+[auto]
+enabled = true
+port = 0
+protocol_detection_timeout_ms = 500
+"""
     with running_broker(config, workdir=tmp_path) as broker:
-        for port in (broker.openwire_port, broker.stomp_port):
+        for port in (broker.openwire_port, broker.stomp_port, broker.auto_port):
             with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
                 started = time.monotonic()
                 assert closed_by_broker(sock, 10)

@@ -5,11 +5,14 @@ what order, with which properties, never timings to the millisecond."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+import pytest
 
 from differ import Target
 from dovecote.client import Connection, ConnectionFactory, Message
@@ -413,3 +416,26 @@ def a_copy_with_a_job_id_is_not_scheduled_again(target: Target) -> list[object]:
 
 def test_a_copy_with_a_job_id_is_not_scheduled_again(differ: Any) -> None:
     differ(a_copy_with_a_job_id_is_not_scheduled_again, ["again", [DELAY, JOB_ID]])
+
+
+def cron_delivers_at_the_top_of_the_minute(target: Target) -> list[object]:
+    """A real cron firing (up to a minute away): the long form only."""
+    with connected(target) as conn:
+        session = conn.create_session()
+        queue = session.queue(target.name)
+        consumer = session.create_consumer(queue)
+        sent = Message("cron", properties={"AMQ_SCHEDULED_CRON": "* * * * *"})
+        session.create_producer(queue).send(sent)
+        got = consumer.receive(75)
+        management = session.create_producer(session.queue(MANAGEMENT))
+        management.send(Message(properties={"AMQ_SCHEDULER_ACTION": "REMOVEALL"}))
+        if got is None:
+            return [None]
+        second_of_minute = time.localtime().tm_sec  # received just now
+        return [got.body, schedule_keys(got), got.message_id != sent.message_id,
+                second_of_minute <= 2]  # fmt: skip
+
+
+@pytest.mark.skipif(not os.environ.get("DOVECOTE_LONG"), reason="long form: DOVECOTE_LONG=1")
+def test_cron_delivers_at_the_top_of_the_minute(differ: Any) -> None:
+    differ(cron_delivers_at_the_top_of_the_minute, ["cron", [JOB_ID], True, True])

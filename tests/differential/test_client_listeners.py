@@ -59,3 +59,32 @@ ALL = ["m0", "m1", "m2"]
 )
 def test_listener_per_session_kind(differ, mode: AckMode, left: list[object]) -> None:
     differ(lambda target: _listen(target, mode), (ALL, left))
+
+
+def session_close_waits_for_the_listener_call(target: Target) -> list[tuple[object, bool, int]]:
+    """A CLIENT-ack session closed while its listener is busy with m0: the close waits for
+    the call, whose acknowledge() still goes out, so only m1 (prefetched, never handed out)
+    is left, not redelivered."""
+    entered, release = threading.Event(), threading.Event()
+    with connected(target) as conn:
+        session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+        queue = session.queue(target.name)
+        producer = conn.create_session().create_producer(queue)
+        for i in range(2):
+            producer.send(f"m{i}")
+
+        def on_message(message: Message) -> None:
+            entered.set()
+            release.wait(5)
+            message.acknowledge()
+
+        session.create_consumer(queue).set_message_listener(on_message)
+        assert entered.wait(10)
+        threading.Timer(0.3, release.set).start()
+        session.close()
+        after = conn.create_session()
+        return seen(drain(after.create_consumer(queue)))
+
+
+def test_session_close_waits_for_the_listener_call(differ) -> None:
+    differ(session_close_waits_for_the_listener_call, [("m1", False, 1)])

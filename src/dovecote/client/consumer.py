@@ -406,8 +406,8 @@ class MessageConsumer:
     def _ack_later(self, dispatch: Structure, ack_type: int) -> None:
         """Not an ack yet: count it, and every half prefetch tell the broker (a DELIVERED
         ack opens the prefetch window without consuming anything)."""
-        self._delivered_counter += 1
         with self._delivered_lock:
+            self._delivered_counter += 1
             old = self._pending_ack
             ack = self._ack(dispatch, ack_type, self._delivered_counter, None)
             ack.fields["transactionId"] = self.session._tx

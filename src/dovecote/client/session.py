@@ -326,6 +326,13 @@ class Session:
         telling the broker, an open transaction rolled back."""
         if self.closed:
             return
+        # As the session executor's close: no further listener call, the current one ends.
+        for consumer in list(self._consumers):
+            consumer._stop()
+        with self._dispatch_lock:
+            self._dispose_now()
+
+    def _dispose_now(self) -> None:
         for consumer in list(self._consumers) + self._close_after_tx:
             consumer._dispose()
             self.last_delivered_sequence_id = max(

@@ -78,6 +78,10 @@ class Recording:
                 out.append(("send", body, bool(s["persistent"]), s["transactionId"] is not None))
             elif s.type == t.SHUTDOWN_INFO:
                 out.append(("shutdown",))
+            elif s.type == t.MESSAGE_PULL:
+                out.append(("pull", s["timeout"]))
+            elif s.type == t.DESTINATION_INFO:
+                out.append(("destination", s["destination"].type, s["operationType"]))
         return out
 
 
@@ -321,12 +325,86 @@ def connection_close_unacked(conn: Connection, queue: str) -> None:
     consumer.receive(5)
 
 
+def listener_auto_exception(conn: Connection, queue: str) -> None:
+    session = conn.create_session()
+    q = session.queue(queue)
+    session.create_producer(q).send("m0")
+    calls = threading.Semaphore(0)
+    count = [0]
+
+    def on_message(message: Message) -> None:
+        count[0] += 1
+        calls.release()
+        if count[0] == 1:
+            raise RuntimeError("first delivery fails")
+
+    session.create_consumer(q).set_message_listener(on_message)
+    assert calls.acquire(timeout=5) and calls.acquire(timeout=5)
+    time.sleep(0.2)
+
+
+def transacted_session_close(conn: Connection, queue: str) -> None:
+    session = conn.create_session(transacted=True)
+    q = session.queue(queue)
+    producer = session.create_producer(q)
+    for i in range(3):
+        producer.send(f"m{i}")
+    session.commit()
+    session.create_consumer(q).receive(5)
+    session.close()
+
+
+def pull(conn: Connection, queue: str) -> None:
+    session = conn.create_session()
+    q = session.queue(queue)
+    session.create_producer(q).send("m0")
+    consumer = session.create_consumer(q)
+    consumer.receive(2)
+    consumer.receive(0.3)
+    consumer.receive_no_wait()
+
+
+def temp_queue(conn: Connection, queue: str) -> None:
+    session = conn.create_session()
+    temp = session.create_temporary_queue()
+    consumer = session.create_consumer(temp)
+    session.create_producer(temp).send("t0")
+    consumer.receive(5)
+    consumer.close()
+    session.delete_temporary(temp)
+
+
+def poison(conn: Connection, queue: str) -> None:
+    session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+    q = session.queue(queue)
+    session.create_producer(q).send("m0")
+    consumer = session.create_consumer(q)
+    for _ in range(2):
+        consumer.receive(5)
+        session.recover()
+    consumer.receive(0.5)
+
+
+def dups_ok_queue(conn: Connection, queue: str) -> None:
+    session = conn.create_session(ack_mode=AckMode.DUPS_OK_ACKNOWLEDGE)
+    q = session.queue(queue)
+    producer = session.create_producer(q)
+    for i in range(3):
+        producer.send(f"m{i}")
+    consumer = session.create_consumer(q)
+    for _ in range(3):
+        consumer.receive(5)
+
+
 OPTIONS = {"client_ack_prefetch_1": "&jms.prefetchPolicy.queuePrefetch=1",
+           "pull": "&jms.prefetchPolicy.queuePrefetch=0",
+           "poison": "&jms.redeliveryPolicy.maximumRedeliveries=1",
            "transacted": "&jms.prefetchPolicy.queuePrefetch=2",
            "dups_ok_topic": "&jms.prefetchPolicy.topicPrefetch=4"}  # fmt: skip
 SCENARIOS: list[Callable[[Connection, str], None]] = [
     client_ack_prefetch_1, session_close, recover, transacted, expired, auto, individual,
     dups_ok_topic, options, listener_client, browse, connection_close_unacked,
+    listener_auto_exception, transacted_session_close, pull, temp_queue, poison, dups_ok_queue,
 ]  # fmt: skip
 
 

@@ -11,15 +11,21 @@ public class WireScenarios {
         if (scenario.equals("client_ack_prefetch_1")) url += "&jms.prefetchPolicy.queuePrefetch=1";
         if (scenario.equals("transacted")) url += "&jms.prefetchPolicy.queuePrefetch=2";
         if (scenario.equals("dups_ok_topic")) url += "&jms.prefetchPolicy.topicPrefetch=4";
+        if (scenario.equals("pull")) url += "&jms.prefetchPolicy.queuePrefetch=0";
         ActiveMQConnectionFactory f = new ActiveMQConnectionFactory(url);
         f.getRedeliveryPolicy().setInitialRedeliveryDelay(0);
         f.getRedeliveryPolicy().setRedeliveryDelay(0);
+        if (scenario.equals("poison")) f.getRedeliveryPolicy().setMaximumRedeliveries(1);
         Connection c = f.createConnection();
         if (scenario.equals("options")) c.setClientID(a[1]);
         c.start();
         boolean tx = scenario.equals("transacted");
+        if (scenario.equals("transacted_session_close")) tx = true;
         int mode = Session.CLIENT_ACKNOWLEDGE;
-        if (scenario.equals("auto") || scenario.equals("expired") || scenario.equals("options") || scenario.equals("browse")) mode = Session.AUTO_ACKNOWLEDGE;
+        if (scenario.equals("auto") || scenario.equals("expired") || scenario.equals("options") || scenario.equals("browse")
+            || scenario.equals("listener_auto_exception") || scenario.equals("pull") || scenario.equals("temp_queue")) mode = Session.AUTO_ACKNOWLEDGE;
+        if (scenario.equals("dups_ok_queue")) mode = Session.DUPS_OK_ACKNOWLEDGE;
+        if (scenario.equals("transacted_session_close")) tx = true;
         if (scenario.equals("individual")) mode = 4;  // ActiveMQSession.INDIVIDUAL_ACKNOWLEDGE
         if (scenario.equals("dups_ok_topic")) mode = Session.DUPS_OK_ACKNOWLEDGE;
         Session s = c.createSession(tx, tx ? Session.SESSION_TRANSACTED : mode);
@@ -104,6 +110,47 @@ public class WireScenarios {
             MessageConsumer consumer = s.createConsumer(q);
             consumer.receive(5000);
             consumer.receive(5000);
+        } else if (scenario.equals("listener_auto_exception")) {
+            p.send(s.createTextMessage("m0"));
+            final Object done = new Object();
+            final int[] count = {0};
+            s.createConsumer(q).setMessageListener(m -> {
+                synchronized (done) { count[0]++; done.notifyAll(); }
+                if (count[0] == 1) throw new RuntimeException("first delivery fails");
+            });
+            synchronized (done) { while (count[0] < 2) done.wait(5000); }
+            Thread.sleep(200);
+        } else if (scenario.equals("transacted_session_close")) {
+            for (int i = 0; i < 3; i++) p.send(s.createTextMessage("m" + i));
+            s.commit();
+            MessageConsumer consumer = s.createConsumer(q);
+            consumer.receive(5000);
+            s.close();
+        } else if (scenario.equals("pull")) {
+            p.send(s.createTextMessage("m0"));
+            MessageConsumer consumer = s.createConsumer(q);
+            consumer.receive(2000);
+            consumer.receive(300);
+            consumer.receiveNoWait();
+        } else if (scenario.equals("temp_queue")) {
+            TemporaryQueue temp = s.createTemporaryQueue();
+            MessageConsumer consumer = s.createConsumer(temp);
+            s.createProducer(temp).send(s.createTextMessage("t0"));
+            consumer.receive(5000);
+            consumer.close();
+            temp.delete();
+        } else if (scenario.equals("poison")) {
+            p.send(s.createTextMessage("m0"));
+            MessageConsumer consumer = s.createConsumer(q);
+            for (int i = 0; i < 2; i++) {
+                consumer.receive(5000);
+                s.recover();
+            }
+            consumer.receive(500);
+        } else if (scenario.equals("dups_ok_queue")) {
+            for (int i = 0; i < 3; i++) p.send(s.createTextMessage("m" + i));
+            MessageConsumer consumer = s.createConsumer(q);
+            for (int i = 0; i < 3; i++) consumer.receive(5000);
         } else if (scenario.equals("auto")) {
             for (int i = 0; i < 3; i++) p.send(s.createTextMessage("m" + i));
             MessageConsumer consumer = s.createConsumer(q);

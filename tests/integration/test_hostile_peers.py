@@ -206,7 +206,7 @@ def test_unreadable_frame_is_answered_and_closes_its_connection_only(tmp_path: P
 
 def test_bad_stomp_frames_get_an_error_each_and_a_few_log_lines(tmp_path: Path) -> None:
     """300 connections each sending a frame the broker cannot take: an ERROR each, and the
-    log a few lines and a summary, no traceback (it was a line at INFO per connection)."""
+    log a few lines and summaries, no traceback (it was a line at INFO per connection)."""
     bad_frames = [
         b"SEND\ndestination:/queue/a\ncontent-length:abc\n\nx\x00",
         b"\xff\xfe\xfd garbage\n\n\x00",
@@ -215,6 +215,7 @@ def test_bad_stomp_frames_get_an_error_each_and_a_few_log_lines(tmp_path: Path) 
     ]
     with running_broker(workdir=tmp_path) as broker:
         mark = len(broker.log_lines)
+        started = time.monotonic()
         for i in range(300):
             with socket.create_connection(broker.stomp_address, timeout=10) as sock:
                 sock.sendall(bad_frames[i % len(bad_frames)])
@@ -227,7 +228,8 @@ def test_bad_stomp_frames_get_an_error_each_and_a_few_log_lines(tmp_path: Path) 
             time.sleep(0.05)
         text = log_since(broker, mark)
         assert "Traceback" not in text
-        assert len(text.splitlines()) < 40, text
+        # A burst of 20, then 2 lines a second and a summary each second at most.
+        assert len(text.splitlines()) <= 22 + 3 * (time.monotonic() - started), text
         assert "more peer errors suppressed" in text
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -15,11 +16,11 @@ from typing import Any
 
 import lmdb
 import pytest
-from contract import Q, msg
+from contract import Q, T, msg, sub
 
 from dovecote.core.destinations import parse_destination
 from dovecote.core.message import Message
-from dovecote.store.api import AddMessage, RemoveMessage
+from dovecote.store.api import AckSubscription, AddMessage, AddSubscription, RemoveMessage
 from dovecote.store.journal import JournalPersistenceAdapter
 
 FILE_LENGTH = 8192
@@ -117,6 +118,61 @@ async def test_a_damaged_record_in_a_record_of_several_queues_costs_only_its_mes
     assert OTHER not in recovered.queues  # its one message shared the damaged record
     assert "2 messages lost" in caplog.text
     assert store.message_count(Q) == 4 and store.message_count(OTHER) == 0
+    await store.stop()
+
+
+async def test_a_damaged_topic_message_costs_only_it_for_each_durable_subscription(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await open_store(tmp_path)
+    await store.write([AddSubscription(sub("a")), AddSubscription(sub("b"))])
+    for i in range(3):
+        await store.write([AddMessage(replace(sent(i), destination=T))])
+    await store.write([AckSubscription(T, "c1", "a", sent(0).message_id)])
+    await store.stop()
+    data = bytearray((tmp_path / "db-1.log").read_bytes())
+    at = data.index(b"m001-")
+    data[at : at + 4] = b"XXXX"
+    (tmp_path / "db-1.log").write_bytes(bytes(data))
+    caplog.set_level(logging.WARNING)
+    store = await open_store(tmp_path)
+    pending = {r.subscription.name: ids(r.pending) for r in store.recover_paged().subscriptions}
+    assert pending == {"a": [sent(2).message_id], "b": [sent(0).message_id, sent(2).message_id]}
+    assert "1 messages lost (1 of topic://prices)" in caplog.text
+    await store.stop()
+    caplog.clear()
+    store = await open_store(tmp_path)  # gone from both subscriptions' pending lists
+    pending = {r.subscription.name: ids(r.pending) for r in store.recover_paged().subscriptions}
+    assert pending == {"a": [sent(2).message_id], "b": [sent(0).message_id, sent(2).message_id]}
+    assert "lost" not in caplog.text
+    await store.stop()
+
+
+async def test_a_deleted_data_file_costs_the_messages_in_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await fill(tmp_path)
+    (tmp_path / "db-2.log").unlink()
+    caplog.set_level(logging.WARNING)
+    store = await open_store(tmp_path)
+    got, lost = read_all(store)
+    assert lost > 0 and len(got) + lost == COUNT
+    assert [r.getMessage() for r in caplog.records] == [
+        f"journal db-2.log cannot be read (missing): {lost} messages lost "
+        f"({lost} of queue://orders), removed from the store"
+    ]
+    await store.stop()
+    store = await open_store(tmp_path)
+    assert store.recover_paged().queues[Q].count == len(got)
+    await store.stop()
+    # The same through the whole-state path, one line for the file.
+    shutil.copy(tmp_path / "db-3.log", tmp_path / "db-3.copy")
+    (tmp_path / "db-3.log").unlink()
+    caplog.clear()
+    store = await open_store(tmp_path)
+    left = ids(store.recover().queues[Q])
+    assert len(left) < len(got)
+    assert len(caplog.records) == 1 and "journal db-3.log cannot be read" in caplog.text
     await store.stop()
 
 

@@ -19,7 +19,7 @@ import os
 import shutil
 from collections.abc import Awaitable, Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import lmdb
 
@@ -178,7 +178,8 @@ class JournalPersistenceAdapter:
     async def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         await self._take_lock()
-        self._files = DataFiles(self.directory, self.max_file_length)
+        # (This adapter reports damage itself, with the messages lost by destination.)
+        self._files = DataFiles(self.directory, self.max_file_length, report_damage=False)
         self._index = self._open_index()
         try:
             self._replay()
@@ -452,34 +453,39 @@ class JournalPersistenceAdapter:
         # whole, once, instead of two small reads per message.
         file_data: dict[int, bytes] = {}
 
-        damaged: dict[Location, str] = {}
-        lost: dict[Location, list[int]] = {}
+        # What cannot be read back, by where ("db-N.log" for a file that cannot be read at
+        # all, one log line for it) -> why, and the messages lost there.
+        damaged: dict[str, str] = {}
+        lost: dict[str, list[int]] = {}
 
         def load(seq: int, file_id: int, offset: int, counter: int) -> Message | None:
             location = Location(file_id, offset)
+            where = f"db-{file_id}.log"
+            if where not in damaged:
+                where = f"db-{file_id}.log record at offset {offset}"
             adds = cache.get(location)
-            if adds is None:
-                if location in damaged:
-                    lost[location].append(seq)
-                    return None
+            if adds is None and where not in damaged:
                 if len(cache) > 64:
                     cache.clear()
+                data = file_data.get(file_id)
                 try:
-                    data = file_data.get(file_id)
                     if data is None:
                         if len(file_data) >= 2:
                             file_data.clear()
                         data = file_data[file_id] = files.read_file(file_id)
-                    adds = cache[location] = _added(files.payload_in(data, location))
-                # (ValueError: bytes that are no batch, whatever their checksum says.)
-                except (DamagedRecordError, OSError, ValueError) as exc:
-                    damaged[location] = str(exc)
-                    lost[location] = [seq]
-                    return None
-            message = adds.get(seq)
+                except OSError as exc:
+                    where = f"db-{file_id}.log"
+                    damaged[where] = str(exc)
+                else:
+                    try:
+                        adds = cache[location] = _added(files.payload_in(data, location))
+                    # (ValueError: bytes that are no batch, whatever their checksum says.)
+                    except (DamagedRecordError, ValueError) as exc:
+                        damaged[where] = str(exc)
+            message = None if adds is None else adds.get(seq)
             if message is None:
-                damaged[location] = f"it has no message {seq}"
-                lost.setdefault(location, []).append(seq)
+                damaged.setdefault(where, f"it has no message {seq}")
+                lost.setdefault(where, []).append(seq)
                 return None
             return _with_counter(message, counter)
 
@@ -502,8 +508,8 @@ class JournalPersistenceAdapter:
                     if message is not None:
                         messages.append(message)
             state.subscriptions.append(RecoveredSubscription(sub, messages))
-        for location, seqs in lost.items():
-            self._forget_lost(location, sorted(set(seqs)), damaged[location])
+        for where, seqs in lost.items():
+            self._forget_lost(where, sorted(set(seqs)), damaged[where])
         return state
 
     def recover_paged(self) -> PagedRecovery:
@@ -537,13 +543,25 @@ class JournalPersistenceAdapter:
             # Messages sent together share a record: each record is read and decoded once.
             records: dict[Location, dict[int, Message]] = {}
             damaged: dict[Location, tuple[str, list[int]]] = {}
+            missing: set[int] = set()
             for _, seq, entry in rows:
+                if entry[2] in missing:
+                    continue  # forgotten with the rest of its file, and counted
                 location = Location(entry[2], entry[3])
                 adds = records.get(location)
                 if adds is None and location not in damaged:
                     try:
                         adds = records[location] = _added(self._files.read_payload(location))
                     except (DamagedRecordError, OSError, ValueError) as exc:
+                        if not self._files.path(location.file_id).exists():
+                            # A data file gone: all of this queue's messages in it at once,
+                            # in one log line, not a line per record.
+                            missing.add(location.file_id)
+                            seqs = index.queue_seqs_in_file(str(destination), location.file_id)
+                            gone = self._forget_lost(f"db-{location.file_id}.log", seqs, "missing")
+                            lost += len(gone)
+                            lost_bytes += sum(gone_entry[9] for gone_entry in gone)
+                            continue
                         damaged[location] = (str(exc), [])
                 message = None if adds is None else adds.get(seq)
                 if message is None:
@@ -555,12 +573,13 @@ class JournalPersistenceAdapter:
                 else:
                     messages.append(_with_counter(message, entry[4]))
             for location, (why, seqs) in damaged.items():
-                self._forget_lost(location, seqs, why)
+                where = f"db-{location.file_id}.log record at offset {location.offset}"
+                self._forget_lost(where, seqs, why)
             if len(rows) < limit:
                 break
         return QueuePage(messages, position, lost, lost_bytes)
 
-    def _forget_lost(self, location: Location, seqs: list[int], why: str) -> None:
+    def _forget_lost(self, where: str, seqs: list[int], why: str) -> list[list[Any]]:
         """Messages whose record cannot be read back are lost: dropped from the index (the
         journal keeps nothing of them a replay could apply), with one log line."""
         index = self._index
@@ -576,9 +595,9 @@ class JournalPersistenceAdapter:
         counts: dict[str, int] = {}
         for entry in gone:
             counts[entry[0]] = counts.get(entry[0], 0) + 1
-        log.error("journal db-%d.log record at offset %d cannot be read (%s): %d messages "
-                  "lost (%s), removed from the store", location.file_id, location.offset, why,
-                  len(gone), _tally(counts))  # fmt: skip
+        log.error("journal %s cannot be read (%s): %d messages lost (%s), removed from the "
+                  "store", where, why, len(gone), _tally(counts))  # fmt: skip
+        return gone
 
     def message_count(self, destination: Destination) -> int:
         index = self._index
@@ -644,7 +663,8 @@ class JournalPersistenceAdapter:
             try:
                 message = self._read_message(seq, location)
             except (DamagedRecordError, OSError, ValueError) as exc:
-                self._forget_lost(location, [seq], str(exc))
+                where = f"db-{location.file_id}.log record at offset {location.offset}"
+                self._forget_lost(where, [seq], str(exc))
                 continue
             ops.append(SequencedAdd(seq, message.with_redelivery(counter)))
         log.info("journal db-%d.log: moving %d live records to the head", oldest, len(ops))

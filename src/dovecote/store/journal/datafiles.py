@@ -74,8 +74,10 @@ class DamagedRecordError(Exception):
 
 
 class DataFiles:
-    def __init__(self, directory: Path, max_file_length: int) -> None:
+    def __init__(self, directory: Path, max_file_length: int, report_damage: bool = True) -> None:
         self.directory = directory
+        self.report_damage = report_damage
+        """Log each skipped range here (an owner that reports what was lost there does not)."""
         self.max_file_length = max_file_length
         self.file_ids: list[int] = sorted(
             int(m.group(1)) for p in directory.iterdir() if (m := _NAME.match(p.name))
@@ -264,8 +266,7 @@ class DataFiles:
             if data[:8] != FILE_MAGIC:
                 # The records after it may be whole: only the header is lost (and written
                 # again in the file new records go to).
-                self.damage.append(Damage(file_id, 0, FILE_HEADER.size, "no valid file header",
-                                          False, []))  # fmt: skip
+                self._note(Damage(file_id, 0, FILE_HEADER.size, "no valid file header", False, []))
                 if file_id == self.file_ids[-1]:
                     with path.open("r+b") as f:
                         f.write(file_header(file_id))
@@ -313,7 +314,7 @@ class DataFiles:
             # Trailing zeros are the preallocated rest, not part of the damage.
             end = offset + len(region.rstrip(b"\0"))
             region = data[offset:end]
-        self.damage.append(Damage(file_id, offset, end, why, torn, salvage(region)))
+        self._note(Damage(file_id, offset, end, why, torn, salvage(region)))
         if torn:
             keep = max(offset, FILE_HEADER.size)
             self._data_ends[file_id] = keep
@@ -322,6 +323,19 @@ class DataFiles:
                     f.seek(0)
                     f.write(file_header(file_id))
                 f.truncate(keep)
+
+    def _note(self, damage: Damage) -> None:
+        self.damage.append(damage)
+        if not self.report_damage:
+            return
+        where = f"journal db-{damage.file_id}.log bytes {damage.start}-{damage.end}"
+        found = len(damage.salvaged)
+        if damage.torn_tail:
+            log.warning("%s: %s; the tail of an interrupted write, cut off (%d operations in it)",
+                        where, damage.why, found)  # fmt: skip
+        else:
+            log.error("%s: %s; skipped to the next good record (%d operations lost there)",
+                      where, damage.why, found)  # fmt: skip
 
     # -- removing --------------------------------------------------------------------------
 

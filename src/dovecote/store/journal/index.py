@@ -470,6 +470,23 @@ class Index:
                 totals[text] = (count, size, last)
         return totals
 
+    def queue_seqs_in_file(self, destination: str, file_id: int) -> list[int]:
+        """A queue's messages located in one data file (a walk over the queue: for a file
+        found missing, not for every day)."""
+        prefix = destination.encode() + b"\0"
+        found: list[int] = []
+        with self.env.begin() as txn, txn.cursor(db=self.qseq) as cursor:
+            more = cursor.set_range(prefix)
+            while more:
+                key = bytes(cursor.key())
+                if not key.startswith(prefix):
+                    break
+                raw = _get(txn, key[-8:], self.msgs)
+                if raw is not None and _unpack(raw)[2] == file_id:
+                    found.append(_SEQ.unpack(key[-8:])[0])
+                more = cursor.next()
+        return found
+
     def queue_count(self, destination: str) -> int:
         return self._totals.get(destination, [0])[0]
 

@@ -75,7 +75,10 @@ class Recording:
                             self.by_sequence.get(last, last)))  # fmt: skip
             elif s.type in SENDS:
                 body = decode_text_body(s["content"]) if s["content"] else ""
-                out.append(("send", body, bool(s["persistent"]), s["transactionId"] is not None))
+                out.append(("send", body, bool(s["persistent"]), s["transactionId"] is not None,
+                            s["groupID"], s.get("groupSequence", 0), s["userID"],
+                            s["correlationId"], s["type"], s.get("priority"),
+                            (s.get("expiration") or 0) > 0))  # fmt: skip
             elif s.type == t.SHUTDOWN_INFO:
                 out.append(("shutdown",))
             elif s.type == t.MESSAGE_PULL:
@@ -385,6 +388,15 @@ def poison(conn: Connection, queue: str) -> None:
     consumer.receive(0.5)
 
 
+def message_fields(conn: Connection, queue: str) -> None:
+    session = conn.create_session()
+    producer = session.create_producer(session.queue(queue))
+    properties = {"JMSXGroupID": "g", "JMSXGroupSeq": 1, "JMSXUserID": "alice"}
+    message = Message("g1", properties=properties, correlation_id="c1", type="kind")
+    producer.send(message, persistent=False, priority=7, time_to_live=60000)
+    producer.close()
+
+
 def dups_ok_queue(conn: Connection, queue: str) -> None:
     session = conn.create_session(ack_mode=AckMode.DUPS_OK_ACKNOWLEDGE)
     q = session.queue(queue)
@@ -405,6 +417,7 @@ SCENARIOS: list[Callable[[Connection, str], None]] = [
     client_ack_prefetch_1, session_close, recover, transacted, expired, auto, individual,
     dups_ok_topic, options, listener_client, browse, connection_close_unacked,
     listener_auto_exception, transacted_session_close, pull, temp_queue, poison, dups_ok_queue,
+    message_fields,
 ]  # fmt: skip
 
 

@@ -23,7 +23,8 @@ public class WireScenarios {
         if (scenario.equals("transacted_session_close")) tx = true;
         int mode = Session.CLIENT_ACKNOWLEDGE;
         if (scenario.equals("auto") || scenario.equals("expired") || scenario.equals("options") || scenario.equals("browse")
-            || scenario.equals("listener_auto_exception") || scenario.equals("pull") || scenario.equals("temp_queue")) mode = Session.AUTO_ACKNOWLEDGE;
+            || scenario.equals("listener_auto_exception") || scenario.equals("pull") || scenario.equals("temp_queue")
+            || scenario.equals("message_fields")) mode = Session.AUTO_ACKNOWLEDGE;
         if (scenario.equals("dups_ok_queue")) mode = Session.DUPS_OK_ACKNOWLEDGE;
         if (scenario.equals("transacted_session_close")) tx = true;
         if (scenario.equals("individual")) mode = 4;  // ActiveMQSession.INDIVIDUAL_ACKNOWLEDGE
@@ -151,6 +152,15 @@ public class WireScenarios {
             for (int i = 0; i < 3; i++) p.send(s.createTextMessage("m" + i));
             MessageConsumer consumer = s.createConsumer(q);
             for (int i = 0; i < 3; i++) consumer.receive(5000);
+        } else if (scenario.equals("message_fields")) {
+            TextMessage m = s.createTextMessage("g1");
+            m.setStringProperty("JMSXGroupID", "g");
+            m.setIntProperty("JMSXGroupSeq", 1);
+            m.setStringProperty("JMSXUserID", "alice");
+            m.setJMSCorrelationID("c1");
+            m.setJMSType("kind");
+            p.send(m, DeliveryMode.NON_PERSISTENT, 7, 60000);
+            p.close();
         } else if (scenario.equals("auto")) {
             for (int i = 0; i < 3; i++) p.send(s.createTextMessage("m" + i));
             MessageConsumer consumer = s.createConsumer(q);

@@ -3,9 +3,10 @@
 Property values keep their Java type both ways: a Python ``int`` travels as a Java long and
 ``float`` as a double; ``JavaInt``, ``JavaShort``, ``JavaByte`` and ``JavaFloat`` (ints and
 floats still) say int, short, byte and float, and a received value comes back as the wrapper
-of its type. ``JMSXGroupID`` and ``JMSXGroupSeq`` travel in the message's group fields (and
-``JMSXUserID`` in its user id), as the Java client sends them; a redelivered message also
-has ``JMSXDeliveryCount``, and every received one its ``delivery_count``.
+of its type. ``JMSXGroupID`` and ``JMSXGroupSeq`` travel in the message's group fields, as the
+Java client sends them (``JMSXUserID`` stays a property, as there; a received message's
+user id, when the broker set one, is its ``JMSXUserID``); a redelivered message also has
+``JMSXDeliveryCount``, and every received one its ``delivery_count``.
 """
 
 from __future__ import annotations
@@ -126,9 +127,7 @@ def header_fields(message: Message) -> dict[str, Any]:
     group_id = properties.pop(GROUP_ID, None)
     group_seq = properties.pop(GROUP_SEQ, None)
     properties.pop(DELIVERY_COUNT, None)  # set by the receiving client, never sent
-    user_id = properties.pop(USER_ID, None)
     return {
-        "userID": None if user_id is None else str(user_id),
         "groupID": None if group_id is None else str(group_id),
         "groupSequence": int(group_seq or 0),
         "marshalledProperties": encode_map(properties) if properties else None,
@@ -154,7 +153,7 @@ def received_message(dispatch: Structure, session: Session, consumer: MessageCon
     if m["groupID"] is not None:
         properties[GROUP_ID] = m["groupID"]
         properties[GROUP_SEQ] = JavaInt(m.get("groupSequence", 0) or 0)
-    if m["userID"] is not None:
+    if m["userID"] is not None:  # the field wins over a property, as in Java's getter
         properties[USER_ID] = m["userID"]
     if counter:  # as Java's getPropertyNames: listed once redelivered (delivery_count always)
         properties[DELIVERY_COUNT] = JavaInt(counter + 1)

@@ -20,15 +20,30 @@ import pytest
 
 from activemq import classpath
 from brokers import BrokerProcess, running_broker
-from dovecote.client import AckMode, Connection, ConnectionFactory, Message
+from dovecote.client import (
+    AckMode,
+    Connection,
+    ConnectionFactory,
+    JavaByte,
+    JavaFloat,
+    JavaInt,
+    JavaShort,
+    Message,
+)
 from dovecote.protocol.openwire import NEED_DATA, FrameReader, Marshaller, Structure
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.primitives import decode_text_body
+from dovecote.protocol.openwire.primitives import decode_map, decode_text_body
 
 JAVA = Path(__file__).parent.parent / "java" / "WireScenarios.java"
 ID_KINDS = {t.CONNECTION_ID: "connection", t.SESSION_ID: "session", t.CONSUMER_ID: "consumer",
             t.PRODUCER_ID: "producer"}  # fmt: skip
 SENDS = (t.TEXT_MESSAGE, t.BYTES_MESSAGE, t.MAP_MESSAGE)
+
+
+def _typed(properties: bytes | None) -> list[tuple[str, str, object]]:
+    """Marshalled properties as (name, decoded type, value): the Java type they travel as."""
+    decoded = decode_map(properties) if properties else {}
+    return sorted((k, type(v).__name__, v) for k, v in decoded.items())
 
 
 class Recording:
@@ -78,7 +93,8 @@ class Recording:
                 out.append(("send", body, bool(s["persistent"]), s["transactionId"] is not None,
                             s["groupID"], s.get("groupSequence", 0), s["userID"],
                             s["correlationId"], s["type"], s.get("priority"),
-                            (s.get("expiration") or 0) > 0))  # fmt: skip
+                            (s.get("expiration") or 0) > 0,
+                            _typed(s["marshalledProperties"])))  # fmt: skip
             elif s.type == t.SHUTDOWN_INFO:
                 out.append(("shutdown",))
             elif s.type == t.MESSAGE_PULL:
@@ -391,7 +407,9 @@ def poison(conn: Connection, queue: str) -> None:
 def message_fields(conn: Connection, queue: str) -> None:
     session = conn.create_session()
     producer = session.create_producer(session.queue(queue))
-    properties = {"JMSXGroupID": "g", "JMSXGroupSeq": 1, "JMSXUserID": "alice"}
+    properties = {"JMSXGroupID": "g", "JMSXGroupSeq": 1, "JMSXUserID": "alice",
+                  "i": JavaInt(7), "s": JavaShort(-3), "b": JavaByte(5), "f": JavaFloat(1.5),
+                  "l": 2**40, "d": 2.25, "t": True}  # fmt: skip
     message = Message("g1", properties=properties, correlation_id="c1", type="kind")
     producer.send(message, persistent=False, priority=7, time_to_live=60000)
     producer.close()

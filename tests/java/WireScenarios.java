@@ -159,6 +159,13 @@ public class WireScenarios {
             m.setStringProperty("JMSXUserID", "alice");
             m.setJMSCorrelationID("c1");
             m.setJMSType("kind");
+            m.setIntProperty("i", 7);
+            m.setShortProperty("s", (short) -3);
+            m.setByteProperty("b", (byte) 5);
+            m.setFloatProperty("f", 1.5f);
+            m.setLongProperty("l", 1L << 40);
+            m.setDoubleProperty("d", 2.25);
+            m.setBooleanProperty("t", true);
             p.send(m, DeliveryMode.NON_PERSISTENT, 7, 60000);
             p.close();
         } else if (scenario.equals("auto")) {

@@ -49,6 +49,7 @@ def test_failover_across_a_killed_broker_loses_nothing_and_duplicates_nothing(
     total = 300
     with broker_on(kind, tmp_path, port) as first:
         conn = ConnectionFactory(failover_url(port)).create_connection()
+        conn.start()
         session = conn.create_session()
         q = session.queue("failover.orders")
         producer = session.create_producer(q)
@@ -95,6 +96,7 @@ def test_a_transaction_open_at_failover_is_rolled_back_with_an_error(
     port = free_port()
     with broker_on(kind, tmp_path, port) as first:
         conn = ConnectionFactory(failover_url(port)).create_connection()
+        conn.start()
         session = conn.create_session(transacted=True)
         q = session.queue("failover.tx")
         producer = session.create_producer(q)

@@ -20,7 +20,15 @@ from hypothesis import strategies as st
 
 from dovecote.core.errors import DovecoteError, MalformedCommandError, RemoteProtocolError
 from dovecote.core.ids import ConnectionId
-from dovecote.protocol.openwire import NEED_DATA, FrameReader, Marshaller, Structure, Throwable
+from dovecote.protocol.openwire import (
+    NEED_DATA,
+    FrameReader,
+    Marshaller,
+    Structure,
+    Throwable,
+    broker_wire_format,
+    negotiate,
+)
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.ack_frames import AckFrames
 from dovecote.protocol.openwire.codec import MAGIC
@@ -30,7 +38,8 @@ from dovecote.protocol.openwire.send_frames import SendFrames
 
 LONG = bool(os.environ.get("DOVECOTE_LONG"))
 EXAMPLES = 2000 if LONG else 120
-COMMANDS = sorted(t.COMMANDS)
+COMMANDS = sorted(t.COMMANDS | {t.WIRE_FORMAT_INFO})
+OURS = broker_wire_format(30_000, 10_000, 100 * 1024 * 1024)
 MARK = "Mk"  # a string whose bytes are found again in the frame and spoiled
 
 CONN = "ID:fuzz-1"
@@ -94,7 +103,12 @@ def valid_structure(draw: st.DrawFn, code: int, version: int = 12) -> Structure:
         elif kind == "string":
             fields[name] = draw(st.one_of(st.none(), st.just(MARK), st.text(max_size=12)))
         elif kind == "bytes":
-            if name == "marshalledProperties":
+            if code == t.WIRE_FORMAT_INFO:
+                fields[name] = encode_map(
+                    {"TightEncodingEnabled": draw(st.booleans()), "CacheSize": 0,
+                     "MaxInactivityDuration": draw(FIXED_RANGES["long"]), "Name": MARK}
+                )  # fmt: skip
+            elif name == "marshalledProperties":
                 fields[name] = draw(st.sampled_from([None, encode_map({"k": MARK, "n": 3})]))
             else:
                 fields[name] = draw(st.one_of(st.none(), st.binary(max_size=40)))
@@ -136,7 +150,10 @@ def check(body: bytes, version: int = 12) -> None:
     except RemoteProtocolError:
         return
     with contextlib.suppress(DovecoteError):
-        conv.on_structure(structure)
+        if structure.type == t.WIRE_FORMAT_INFO:
+            negotiate(OURS, structure)
+        else:
+            conv.on_structure(structure)
 
 
 fuzz_settings = settings(

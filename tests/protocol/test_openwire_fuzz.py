@@ -200,6 +200,26 @@ def test_mutated_sizes(made: tuple[Structure, bytes], data: st.DataObject) -> No
 
 
 @fuzz_settings
+@given(st.sampled_from(COMMANDS).flatmap(valid_structure), st.data())
+def test_mutated_booleans(structure: Structure, data: st.DataObject) -> None:
+    """A boolean field's byte set to something other than 0 or 1 (found by writing the
+    frame with the field false and true and comparing)."""
+    names = [n for n, kind in t.fields_for(structure.type, 12) if kind == "bool"]
+    if structure.type in t.COMMANDS:
+        names.append("responseRequired")
+    if not names:
+        return
+    name = data.draw(st.sampled_from(names))
+    structure.fields[name] = False
+    off = Marshaller().frame(structure)[4:]
+    structure.fields[name] = True
+    on = bytearray(Marshaller().frame(structure)[4:])
+    (at,) = [i for i, (a, b) in enumerate(zip(off, on, strict=True)) if a != b]
+    on[at] = data.draw(st.integers(2, 255))
+    check(bytes(on))
+
+
+@fuzz_settings
 @given(command_frames(), st.integers(0, 255))
 def test_mutated_type_byte(made: tuple[Structure, bytes], code: int) -> None:
     _, body = made

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from clientkit import connected, drain, seen
+from clientkit import connected, drain, seen, until
 
 from differ import Target
 from dovecote.client import AckMode, Message
@@ -88,3 +88,28 @@ def session_close_waits_for_the_listener_call(target: Target) -> list[tuple[obje
 
 def test_session_close_waits_for_the_listener_call(differ) -> None:
     differ(session_close_waits_for_the_listener_call, [("m1", False, 1)])
+
+
+def listener_removed_then_receive(target: Target) -> tuple[list[object], object, list[object]]:
+    """A listener set, then removed: the next message waits for receive(), and a listener
+    set again gets the one after."""
+    got: list[object] = []
+    with connected(target) as conn:
+        session = conn.create_session()
+        queue = session.queue(target.name)
+        producer = conn.create_session().create_producer(queue)
+        consumer = session.create_consumer(queue)
+        consumer.set_message_listener(lambda m: got.append(m.body))
+        producer.send("m0")
+        assert until(lambda: len(got) == 1)
+        consumer.set_message_listener(None)
+        producer.send("m1")
+        received = consumer.receive(5)
+        consumer.set_message_listener(lambda m: got.append(m.body))
+        producer.send("m2")
+        assert until(lambda: len(got) == 2)
+        return got[:1], received and received.body, got[1:]
+
+
+def test_listener_removed_then_receive(differ) -> None:
+    differ(listener_removed_then_receive, (["m0"], "m1", ["m2"]))

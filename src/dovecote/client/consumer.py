@@ -99,6 +99,8 @@ class MessageConsumer:
         self._browser = browser
         self._buffer = DispatchChannel()
         self._listener: Callable[[Message], None] | None = None
+        self._listener_lock = threading.Lock()
+        self._listener_thread: threading.Thread | None = None
         self.closed = False
         # What the Java consumer counts (ActiveMQMessageConsumer): delivered messages not yet
         # acked (newest last), DELIVERED acks owed, the pending ack that carries them.
@@ -155,7 +157,8 @@ class MessageConsumer:
 
     def _dispatched(self, dispatch: Structure) -> None:
         message = dispatch["message"]
-        if message is not None and self._listener is None and self._expired(dispatch):
+        listening = self._listener is not None and self._buffer.running
+        if message is not None and not listening and self._expired(dispatch):
             # Expired in our buffer before anyone took it: acked as expired, never handed out.
             self._before_consumed(dispatch)
             self._after_consumed(dispatch, expired=True)
@@ -293,27 +296,46 @@ class MessageConsumer:
     def set_message_listener(self, listener: Callable[[Message], None] | None) -> None:
         """Deliver every message to ``listener`` (one thread per session, one message at a
         time), acknowledged as the session's mode says once the listener returns."""
-        self._listener = listener
-        if listener is None:
-            return
-        self.session.has_listener = True
-        threading.Thread(target=self._listen, name="dovecote-listener", daemon=True).start()
+        with self._listener_lock:
+            self._listener = listener
+            if listener is not None and self._listener_thread is None:
+                self._listener_thread = threading.Thread(
+                    target=self._listen, name="dovecote-listener", daemon=True
+                )
+                self._listener_thread.start()
+
+    @property
+    def message_listener(self) -> Callable[[Message], None] | None:
+        return self._listener
+
+    @property
+    def message_selector(self) -> str | None:
+        selector: str | None = self.info["selector"]
+        return selector
 
     def _listen(self) -> None:
-        while self._listener is not None and not self.closed:
+        while True:
+            with self._listener_lock:
+                if self._listener is None or self.closed:
+                    self._listener_thread = None  # a later listener starts a thread anew
+                    return
             try:
                 dispatch = self._buffer.get(None)
             except Empty:
                 continue
             if dispatch is None or dispatch["message"] is None:
                 if self.closed or self.session.connection.closed:
-                    return
+                    continue
                 if self.session.connection.failure is not None and dispatch is None:
+                    with self._listener_lock:
+                        self._listener_thread = None
                     return  # the connection failed: the listener ends with it
                 continue
             with self.session._dispatch_lock:
-                if not self._buffer.running or self.closed:
-                    self._buffer.put_first([dispatch])
+                if not self._buffer.running or self.closed or self._listener is None:
+                    # Not to be delivered now: back at the head of the buffer, in order.
+                    if not self.closed:
+                        self._buffer.put_first([dispatch])
                     continue
                 self._deliver_to_listener(dispatch)
 

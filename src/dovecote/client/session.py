@@ -47,7 +47,6 @@ class Session:
         self._registered: list[MessageConsumer] = []  # consumed in the open transaction
         self._close_after_tx: list[MessageConsumer] = []
         self._dispatch_lock = threading.RLock()  # one listener call at a time per session
-        self.has_listener = False
         self.closed = False
         self._in_doubt = False
         self.last_delivered_sequence_id = -2  # as ActiveMQSession: below any consumer's
@@ -56,6 +55,11 @@ class Session:
     def _sid(self) -> Structure:
         return Structure(t.SESSION_ID, {"connectionId": self.connection.connection_id,
                                         "value": self.session_id})  # fmt: skip
+
+    @property
+    def has_listener(self) -> bool:
+        """A consumer of the session has a listener: no synchronous receive then (C1)."""
+        return any(c.message_listener is not None for c in self._consumers)
 
     def _check_open(self) -> None:
         if self.closed:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from clientkit import connected
 
 from differ import Target
-from dovecote.client import JavaByte, JavaFloat, JavaInt, JavaShort, Message
+from dovecote.client import JavaByte, JavaChar, JavaFloat, JavaInt, JavaShort, Message
 
 VALUES = {
     "i": JavaInt(7), "s": JavaShort(-3), "b": JavaByte(5), "f": JavaFloat(1.5), "l": 2**40,
-    "d": 2.25, "t": True, "x": "text",
+    "d": 2.25, "t": True, "x": "text", "c": JavaChar("z"),
 }  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from dovecote.client.connection import (
     MessageProducer,
     Session,
 )
-from dovecote.client.message import JavaByte, JavaFloat, JavaInt, JavaShort
+from dovecote.client.message import JavaByte, JavaChar, JavaFloat, JavaInt, JavaShort
 from dovecote.client.options import OptionError, parse_broker_url
 from dovecote.client.transport import JMSError
 
@@ -19,6 +19,7 @@ __all__ = [
     "ConnectionFactory",
     "JMSError",
     "JavaByte",
+    "JavaChar",
     "JavaFloat",
     "JavaInt",
     "JavaShort",

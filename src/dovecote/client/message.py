@@ -2,11 +2,12 @@
 
 Property values keep their Java type both ways: a Python ``int`` travels as a Java long and
 ``float`` as a double; ``JavaInt``, ``JavaShort``, ``JavaByte`` and ``JavaFloat`` (ints and
-floats still) say int, short, byte and float, and a received value comes back as the wrapper
-of its type. ``JMSXGroupID`` and ``JMSXGroupSeq`` travel in the message's group fields, as the
-Java client sends them (``JMSXUserID`` stays a property, as there; a received message's
-user id, when the broker set one, is its ``JMSXUserID``); a redelivered message also has
-``JMSXDeliveryCount``, and every received one its ``delivery_count``.
+floats still) say int, short, byte and float, ``JavaChar`` (a one-character str) a char,
+and a received value comes back as the wrapper of its type. ``JMSXGroupID`` and
+``JMSXGroupSeq`` travel in the message's group fields, as the Java client sends them
+(``JMSXUserID`` stays a property, as there; a received message's user id, when the broker
+set one, is its ``JMSXUserID``); a redelivered message also has ``JMSXDeliveryCount``, and
+every received one its ``delivery_count``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.converter import destination_of, message_id_text
 from dovecote.protocol.openwire.primitives import (
     JavaByte,
+    JavaChar,
     JavaFloat,
     JavaInt,
     JavaShort,
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from dovecote.client.consumer import MessageConsumer
     from dovecote.client.session import Session
 
-__all__ = ["AckMode", "JavaByte", "JavaFloat", "JavaInt", "JavaShort", "Message"]
+__all__ = ["AckMode", "JavaByte", "JavaChar", "JavaFloat", "JavaInt", "JavaShort", "Message"]
 
 GROUP_ID, GROUP_SEQ, DELIVERY_COUNT = "JMSXGroupID", "JMSXGroupSeq", "JMSXDeliveryCount"
 USER_ID = "JMSXUserID"

@@ -38,7 +38,13 @@ from dovecote.store.api import (
 )
 from dovecote.store.groupcommit import GroupWriter, written
 from dovecote.store.journal.datafiles import Damage, DamagedRecordError, DataFiles, Location
-from dovecote.store.journal.index import INDEX_VERSION, Index, index_file_problem
+from dovecote.store.journal.index import (
+    CLEAN_MARK,
+    INDEX_VERSION,
+    Index,
+    index_file_problem,
+    index_walk_problem,
+)
 from dovecote.store.journal.records import (
     RECORD_HEADER,
     BatchEncoder,
@@ -230,8 +236,13 @@ class JournalPersistenceAdapter:
             if self._files.file_ids:  # (deleted by hand, say: no damage, so no warning)
                 log.info("journal index at %s is missing; rebuilding it from the journal", path)
             return self._new_index()
-        # Checked before LMDB maps it: a file shorter than its meta says is a SIGBUS.
+        # Checked before LMDB maps it: a file shorter than its meta says is a SIGBUS. After
+        # a crash (no mark of a synced close) every page is read first in a child process.
+        clean = (path / CLEAN_MARK).exists()
+        (path / CLEAN_MARK).unlink(missing_ok=True)  # until the next synced close
         problem = index_file_problem(str(path))
+        if problem is None and not clean:
+            problem = index_walk_problem(str(path))
         if problem is not None:
             log.warning("journal index at %s is damaged (%s); rebuilding it from the journal",
                         path, problem)  # fmt: skip

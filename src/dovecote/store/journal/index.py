@@ -31,7 +31,10 @@ LMDB's key order is send order):
 from __future__ import annotations
 
 import os
+import signal
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -61,6 +64,10 @@ INDEX_VERSION: Final = 3
 """1: no ``qseq``, ``qstat``, and ``msgs`` entries of six fields; 2: ``files`` values hold
 the count alone."""
 MAP_SIZE: Final = 16 << 30  # address space only; LMDB files grow as needed
+CLEAN_MARK: Final = "closed-cleanly"
+"""A file in the index's directory while the index is closed after a synced close: without
+it (a crash; the index is not synced as it goes) every page is read once in another process
+before this one maps the file (``index_walk_problem``)."""
 
 
 _PACKER: Final = msgpack.Packer(use_bin_type=True)
@@ -144,15 +151,23 @@ class Index:
         txn.abort()
 
     def close(self) -> None:
-        with self.env.begin(write=True) as txn:
-            txn.drop(self.qstat, delete=False)
-            for name, (count, size) in self._totals.items():
-                txn.put(name.encode(), _QSTAT.pack(count, size), db=self.qstat)
-            applied = _get(txn, b"applied", self.meta)
-            if applied is not None:
-                txn.put(b"totals_at", applied, db=self.meta)
-        self.env.sync(True)
+        try:
+            with self.env.begin(write=True) as txn:
+                txn.drop(self.qstat, delete=False)
+                for name, (count, size) in self._totals.items():
+                    txn.put(name.encode(), _QSTAT.pack(count, size), db=self.qstat)
+                applied = _get(txn, b"applied", self.meta)
+                if applied is not None:
+                    txn.put(b"totals_at", applied, db=self.meta)
+            self.env.sync(True)
+            closed_cleanly = True
+        except lmdb.Error:  # (a full disk) without ``totals_at``, the next open counts again
+            closed_cleanly = False
+        directory = self.env.path()
         self.env.close()
+        if closed_cleanly:
+            with open(os.path.join(directory, CLEAN_MARK), "wb") as f:
+                os.fsync(f.fileno())
 
     def _load_totals(self) -> dict[str, list[int]]:
         with self.env.begin() as txn:
@@ -560,6 +575,35 @@ def index_file_problem(directory: str) -> str | None:
     needed = (last_page + 1) * page_size
     if size < needed:
         return f"data.mdb is {size} bytes where its meta page needs {needed} (truncated)"
+    return None
+
+
+_WALK = """
+import sys, lmdb
+env = lmdb.open(sys.argv[1], readonly=True, lock=False, max_dbs=16)
+with env.begin() as txn:
+    names = [bytes(key) for key, _ in txn.cursor()]
+    for name in names:
+        for _ in txn.cursor(db=env.open_db(name, txn=txn, create=False)):
+            pass
+"""
+
+
+def index_walk_problem(directory: str, timeout_s: float = 300.0) -> str | None:
+    """Read every key and value of an LMDB environment in a child process, or say why that
+    failed: what LMDB would meet reading pages a crash left half written (SIGBUS, SIGSEGV,
+    MDB_CORRUPTED) kills or fails the child, not this process. None also when it takes too
+    long (a huge index: it is opened as it is)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _WALK, directory], capture_output=True,
+                              timeout=timeout_s, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return None
+    if done.returncode < 0:
+        return f"reading it killed a process with {signal.Signals(-done.returncode).name}"
+    if done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else f"reading it failed ({done.returncode})"
     return None
 
 

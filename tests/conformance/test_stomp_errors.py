@@ -1,76 +1,24 @@
-"""STOMP conformance: bad input gets an ERROR frame naming the problem, the connection
-closes, and every other client goes on (SPEC P1); heart-beats both ways."""
+"""STOMP conformance: bad input gets an ERROR frame naming the problem; a frame that cannot
+be read ends its connection, a well-formed one refused does not; every other client goes on
+(SPEC P1); heart-beats both ways."""
 
 from __future__ import annotations
 
 import contextlib
 import random
-import re
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
 import pytest
 
 from brokers import BrokerProcess
+from rawstomp import RawStomp
 from stompclient import Client
 
 Connect = Callable[..., Client]
-
-
-def _unescape(line: str) -> str:
-    """Undo STOMP 1.2 escaping in a header value."""
-    name, _, value = line.partition(":")
-    table = {"n": "\n", "r": "\r", "c": ":", "\\": "\\"}
-    unescaped = re.sub(r"\\(.)", lambda m: table.get(m.group(1), m.group(0)), value)
-    return f"{name}:{unescaped}"
-
-
-class RawStomp:
-    """A bare socket speaking STOMP by hand, for frames no client library would send."""
-
-    def __init__(self, address: tuple[str, int]) -> None:
-        self.sock = socket.create_connection(address, timeout=10)
-        self.buffer = b""
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def connect(self, heart_beat: str = "0,0") -> dict[str, str]:
-        self.send(f"CONNECT\naccept-version:1.2\nhost:x\nheart-beat:{heart_beat}\n\n\x00".encode())
-        command, headers, _ = self.read_frame()
-        assert command == "CONNECTED", command
-        return headers
-
-    def read_frame(self) -> tuple[str, dict[str, str], bytes]:
-        while True:
-            stripped = self.buffer.lstrip(b"\r\n")
-            end = stripped.find(b"\x00")
-            if end >= 0:
-                raw, self.buffer = stripped[:end], stripped[end + 1 :]
-                head, _, body = raw.partition(b"\n\n")
-                lines = head.decode().split("\n")
-                headers = dict(_unescape(line).split(":", 1) for line in lines[1:] if line)
-                return lines[0], headers, body
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed")
-            self.buffer += chunk
-
-    def closed_by_peer(self) -> bool:
-        """Read until the broker closes the socket (True) or the socket times out."""
-        try:
-            while self.sock.recv(65536):
-                pass
-        except TimeoutError:
-            return False
-        except ConnectionError:
-            return True
-        return True
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture
@@ -95,35 +43,63 @@ def _error_then_close(client: RawStomp) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    ("frames", "words"),
+    ("frames", "words", "closes"),
     [
-        (b"BOGUS\n\n\x00", "BOGUS"),
-        (b"SEND\ndestination:/queue/x\nbad header line\n\n\x00", "header"),
-        (b"SEND\n\nno destination\x00", "destination"),
-        (b"SEND\ndestination:nowhere\n\n\x00", "illegal destination"),
-        (b"ACK\nid:ID:nope\n\n\x00", "ID:nope"),
-        (b"COMMIT\ntransaction:never\n\n\x00", "never"),
-        (b"SEND\ndestination:/queue/x\ntransaction:ghost\n\n\x00", "ghost"),
-        (b"UNSUBSCRIBE\nid:missing\n\n\x00", "missing"),
-        (b"SUBSCRIBE\ndestination:/queue/x\nid:1\nack:sometimes\n\n\x00", "sometimes"),
-        (b"SEND\ndestination:/queue/x\ncontent-length:-4\n\n\x00", "content-length"),
-        (b"SEND\ndestination:/queue/x\npriority:high\n\n\x00", "priority"),
-        (b"SEND\ndestination:/queue/x\nbad:esc\\qape\n\n\x00", "escape"),
+        # Frames that cannot be read, or a command there is none of: the connection ends.
+        (b"BOGUS\n\n\x00", "BOGUS", True),
+        (b"SEND\ndestination:/queue/x\nbad header line\n\n\x00", "header", True),
+        (b"SEND\ndestination:/queue/x\ncontent-length:-4\n\n\x00", "content-length", True),
+        (b"SEND\ndestination:/queue/x\nbad:esc\\qape\n\n\x00", "escape", True),
+        # Well-formed frames refused: an ERROR, and the connection goes on (as ActiveMQ's).
+        (b"SEND\n\nno destination\x00", "destination", False),
+        (b"ACK\nid:ID:nope\n\n\x00", "ID:nope", False),
+        (b"COMMIT\ntransaction:never\n\n\x00", "never", False),
+        (b"SEND\ndestination:/queue/x\ntransaction:ghost\n\n\x00", "ghost", False),
+        (b"UNSUBSCRIBE\nid:missing\n\n\x00", "missing", False),
+        (b"SUBSCRIBE\ndestination:/queue/x\nid:1\nack:sometimes\n\n\x00", "sometimes", False),
+        (b"SEND\ndestination:/queue/x\npriority:high\n\n\x00", "priority", False),
+        (b"SUBSCRIBE\ndestination:/queue/x\nid:2\nselector:a = = 1\n\n\x00", "selector", False),
     ],
 )
 def test_bad_frames_get_an_error_naming_the_problem(
-    raw: Callable[[], RawStomp], connect: Connect, name: str, frames: bytes, words: str
+    raw: Callable[[], RawStomp],
+    connect: Connect,
+    name: str,
+    frames: bytes,
+    words: str,
+    closes: bool,
 ) -> None:
     bystander = connect()
     bystander.subscribe(f"/queue/{name}")
     client = raw()
     client.connect()
     client.send(frames)
-    headers = _error_then_close(client)
+    if closes:
+        headers = _error_then_close(client)
+    else:
+        command, headers, _ = client.read_frame()
+        assert command == "ERROR"
+        # The same connection goes on: a send with a receipt is answered, and a refused
+        # subscription's id is free again.
+        own = f"/queue/own.{uuid.uuid4().hex}"
+        client.send(f"SUBSCRIBE\ndestination:{own}\nid:2\n\n\x00".encode())
+        client.send(f"SEND\ndestination:{own}\nreceipt:r\n\nok\x00".encode())
+        answers = [client.read_frame() for _ in range(2)]
+        assert sorted(command for command, _, _ in answers) == ["MESSAGE", "RECEIPT"], answers
     assert words.lower() in headers["message"].lower()
     # Everyone else is unaffected.
     bystander.send(f"/queue/{name}", "still here")
     assert bystander.receive().body == "still here"
+
+
+def test_a_destination_without_a_prefix_is_a_queue_of_that_name(
+    connect: Connect, name: str
+) -> None:
+    """As ActiveMQ's STOMP falls back to: ``SEND destination:orders`` is /queue/orders."""
+    client = connect()
+    client.subscribe(f"/queue/{name}")
+    client.send(name, "bare")
+    assert client.receive().body == "bare"
 
 
 def test_an_error_reaches_a_client_that_is_still_sending(raw: Callable[[], RawStomp]) -> None:

@@ -104,3 +104,19 @@ def test_a_slow_topic_subscriber_keeps_its_window_and_the_newest(differ) -> None
         slow_topic_subscriber,
         {"first": ["m0", "m1", "m2", "m3", "m4"], "last": "m999", "count": 15},
     )
+
+
+def bare_destination(target: Target) -> list[tuple[str, str]]:
+    """A destination with no /queue/ or /topic/ before it: ActiveMQ's STOMP takes it as a
+    queue of that name."""
+    with Client(target.stomp_address) as client:
+        client.subscribe(f"/queue/{target.name}")
+        client.send(target.name, "bare")
+        return [
+            (m.headers["destination"].replace(target.name, "NAME"), str(m.body))
+            for m in drain(client)
+        ]
+
+
+def test_a_destination_without_a_prefix_is_a_queue(differ) -> None:
+    differ(bare_destination, [("/queue/NAME", "bare")])

@@ -41,6 +41,15 @@ def peer_error(exc: Exception, what: str, fatal: bool = True) -> RemoteProtocolE
     return error
 
 
+class UnknownCommandError(RemoteProtocolError):
+    """A frame whose command the protocol does not have; ``receipt`` is the receipt it asked
+    for, if it could be read (the ERROR answering it carries it)."""
+
+    def __init__(self, message: str, receipt: str | None = None) -> None:
+        super().__init__(message)
+        self.receipt = receipt
+
+
 class LocalProtocolError(ProtocolError):
     """Our own side tried to send something the protocol does not allow (a bug or misuse)."""
 

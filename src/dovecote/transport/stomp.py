@@ -33,6 +33,11 @@ from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener, Sen
 from dovecote.transport.peerlog import PEER_LOG, ConnectionBudget
 from dovecote.transport.stream import Stream
 
+REFUSABLE_COMMANDS = frozenset(
+    {"SEND", "SUBSCRIBE", "UNSUBSCRIBE", "ACK", "NACK", "BEGIN", "COMMIT", "ABORT"}
+)
+"""Frames whose refusal (an ERROR) leaves the connection open, as in ActiveMQ."""
+
 log = logging.getLogger("dovecote.stomp")
 
 MAX_PIPELINED_BATCHES = 64
@@ -166,7 +171,12 @@ class StompConnection:
                         continue
                     assert isinstance(event, Frame)
                     frame = event
-                    request = self.converter.on_frame(frame)
+                    try:
+                        request = self.converter.on_frame(frame)
+                    except DovecoteError as exc:
+                        if not self._refused(exc, frame):
+                            raise
+                        continue
                     running = True
                     # The common case inline (no coroutine per frame): a send nobody waits
                     # for, with room for it.
@@ -179,7 +189,7 @@ class StompConnection:
                         if self._batch.add(send):
                             await self._route_batch()
                         continue
-                    if not await self._handle(request):
+                    if not await self._handle(request, frame):
                         return
                 running = True
                 await self._route_batch()
@@ -188,7 +198,7 @@ class StompConnection:
                 return
             await self.out.drain()
 
-    async def _handle(self, request: StompRequest) -> bool:
+    async def _handle(self, request: StompRequest, frame: Frame) -> bool:
         """Run one frame's request; False when the connection should now close."""
         send = self._receiptless_send(request)
         if send is not None:
@@ -201,7 +211,12 @@ class StompConnection:
                 await self._route_batch()
                 await self._settle_pipelined(0)
             if not self.broker.admit_send_now(self.connection_id, send):
-                await self.broker.admit_send(self.connection_id, send)
+                try:
+                    await self.broker.admit_send(self.connection_id, send)
+                except DovecoteError as exc:
+                    if not self._refused(exc, frame):
+                        raise
+                    return True
             if self._batch.add(send):
                 await self._route_batch()
             return True
@@ -214,7 +229,13 @@ class StompConnection:
             self.parser.version = self.converter.version
             self._start_heartbeats()
         for command in request.commands:
-            await self.broker.process(self.connection_id, command)
+            try:
+                await self.broker.process(self.connection_id, command)
+            except DovecoteError as exc:
+                if not self._refused(exc, frame):
+                    raise
+                self.converter.refused(command)
+                return True
         if request.reply is not None:
             self._write(request.reply)
         if request.close:
@@ -267,6 +288,19 @@ class StompConnection:
             task, size = pipelined.popleft()
             self._pipelined_bytes -= size
             await task
+
+    def _refused(self, error: DovecoteError, frame: Frame) -> bool:
+        """Answer a well-formed frame the broker or the converter refused with an ERROR and
+        go on, as ActiveMQ's STOMP does (an unknown ack id or transaction, a bad selector or
+        header value, a full store): True when it was such a refusal. A frame that cannot
+        be read, one before or of the CONNECT, and an unknown command end the connection."""
+        if not self._registered or frame.command not in REFUSABLE_COMMANDS:
+            return False
+        PEER_LOG.peer(log, self.budget, "STOMP connection %s from %s: %s refused: %s",
+                      self.connection_id, self.peer, frame.command, error, exc=error,
+                      level=logging.INFO)  # fmt: skip
+        self._write(self.converter.error_frame(error, frame))
+        return True
 
     async def _fail(self, exc: Exception, frame: Frame | None, running: bool) -> None:
         """End the connection with an ERROR saying why: a frame that could not be read or

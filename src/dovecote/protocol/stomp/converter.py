@@ -49,6 +49,7 @@ from dovecote.core.destinations import Destination, DestinationType
 from dovecote.core.errors import (
     DovecoteError,
     RemoteProtocolError,
+    UnknownCommandError,
     UnknownSubscriptionError,
 )
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
@@ -441,10 +442,13 @@ class StompConverter:
                 if prefix in ("/temp-queue/", "/temp-topic/"):
                     return self._temp_destination(prefix, name, kind, commands)
                 return Destination(kind, name)
-        raise RemoteProtocolError(
-            f"illegal destination {text!r}: STOMP destinations must begin with one of "
-            "/queue/ /topic/ /temp-queue/ /temp-topic/"
-        )
+        if not text:
+            raise RemoteProtocolError(
+                "empty destination: STOMP destinations begin with one of "
+                "/queue/ /topic/ /temp-queue/ /temp-topic/"
+            )
+        # A name with none of those: a queue of that name, as ActiveMQ's STOMP takes it.
+        return Destination(DestinationType.QUEUE, text)
 
     def _temp_destination(
         self, prefix: str, name: str, kind: DestinationType, commands: list[Command]
@@ -540,10 +544,20 @@ class StompConverter:
     def _escaped(self, value: str) -> bytes:
         return (value if self.version == "1.0" else escape_header(value, self.version)).encode()
 
+    def refused(self, command: Command) -> None:
+        """The broker refused a command this converter made: forget what it recorded for
+        it (a subscription the broker never made), so the connection can go on."""
+        if isinstance(command, ConsumerInfo):
+            sub = self._subs_by_consumer.pop(command.consumer_id, None)
+            if sub is not None:
+                self._subs.pop(sub.id, None)
+
     def error_frame(self, error: DovecoteError, frame: Frame | None) -> Frame:
         text = str(error) or type(error).__name__
         headers: list[tuple[str, str]] = [("message", text.splitlines()[0][:256])]
         receipt = frame.get("receipt") if frame is not None else None
+        if receipt is None and isinstance(error, UnknownCommandError):
+            receipt = error.receipt
         if receipt is not None:
             headers.append(("receipt-id", receipt))
         if isinstance(error, RemoteProtocolError) and "no common STOMP version" in text:

@@ -25,7 +25,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
-from dovecote.core.errors import FrameTooLargeError, LocalProtocolError, RemoteProtocolError
+from dovecote.core.errors import (
+    FrameTooLargeError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    UnknownCommandError,
+)
 from dovecote.core.records import pickle_by_fields
 
 DEFAULT_MAX_FRAME_SIZE: Final = 64 * 1024 * 1024
@@ -237,7 +242,9 @@ class FrameParser:
         if command not in COMMANDS:
             command = command.rstrip("\r")
             if command not in COMMANDS:
-                raise RemoteProtocolError(f"unknown STOMP command {command[:40]!r}")
+                raise UnknownCommandError(
+                    f"unknown STOMP command {command[:40]!r}", _receipt_of(head)
+                )
         if command in _UNESCAPED_COMMANDS:
             escaped = False
         if "\r" in head or (escaped and "\\" in head):
@@ -417,3 +424,13 @@ def encode_frame(frame: Frame, version: str = "1.2") -> bytes:
 
 
 pickle_by_fields(__name__)
+
+
+def _receipt_of(head: str) -> str | None:
+    """The receipt header of a frame head, read plainly (for the ERROR of a frame refused
+    before its headers were parsed)."""
+    for line in head.split("\n")[1:]:
+        name, _, value = line.rstrip("\r").partition(":")
+        if name == "receipt":
+            return value
+    return None

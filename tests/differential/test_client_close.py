@@ -103,3 +103,31 @@ def closed_session_refuses_work(target: Target) -> list[str]:
 
 def test_closed_session_refuses_work(differ) -> None:
     differ(closed_session_refuses_work, ["javax.jms.IllegalStateException"] * 2)
+
+
+def producer_destination_rules(target: Target) -> list[str]:
+    """As the Java producer: one made for a destination sends nowhere else, an anonymous
+    one needs a destination for each send."""
+    with connected(target) as conn:
+        session = conn.create_session()
+        bound = session.create_producer(session.queue(target.name))
+        anonymous = session.create_producer()
+        outcomes = []
+        for action in (
+            lambda: bound.send("elsewhere", session.queue(target.name + ".other")),
+            lambda: anonymous.send("nowhere"),
+            lambda: bound.send("here", session.queue(target.name)),
+        ):
+            try:
+                action()
+                outcomes.append("sent")
+            except JMSError as refused:
+                outcomes.append(refused.class_name)
+        return outcomes
+
+
+def test_producer_destination_rules(differ) -> None:
+    differ(producer_destination_rules, [
+        "java.lang.UnsupportedOperationException", "java.lang.UnsupportedOperationException",
+        "sent",
+    ])  # fmt: skip

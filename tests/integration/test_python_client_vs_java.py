@@ -415,6 +415,40 @@ def message_fields(conn: Connection, queue: str) -> None:
     producer.close()
 
 
+def durable_reconnect(conn: Connection, queue: str) -> None:
+    session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+    topic = session.topic(queue)
+    session.create_durable_subscriber(topic, "sub").close()
+    producer = session.create_producer()
+    for i in range(3):
+        producer.send(f"d{i}", topic)
+    again = session.create_durable_subscriber(topic, "sub")
+    for _ in range(3):
+        again.receive(5)
+    again.close()
+    session.unsubscribe("sub")
+
+
+def recover_in_listener(conn: Connection, queue: str) -> None:
+    session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+    q = session.queue(queue)
+    session.create_producer(q).send("m0")
+    calls = threading.Semaphore(0)
+    count = [0]
+
+    def on_message(message: Message) -> None:
+        count[0] += 1
+        calls.release()
+        if count[0] == 1:
+            session.recover()
+        else:
+            message.acknowledge()
+
+    session.create_consumer(q).set_message_listener(on_message)
+    assert calls.acquire(timeout=5) and calls.acquire(timeout=5)
+    time.sleep(0.2)
+
+
 def dups_ok_queue(conn: Connection, queue: str) -> None:
     session = conn.create_session(ack_mode=AckMode.DUPS_OK_ACKNOWLEDGE)
     q = session.queue(queue)
@@ -435,7 +469,7 @@ SCENARIOS: list[Callable[[Connection, str], None]] = [
     client_ack_prefetch_1, session_close, recover, transacted, expired, auto, individual,
     dups_ok_topic, options, listener_client, browse, connection_close_unacked,
     listener_auto_exception, transacted_session_close, pull, temp_queue, poison, dups_ok_queue,
-    message_fields,
+    message_fields, durable_reconnect, recover_in_listener,
 ]  # fmt: skip
 
 
@@ -453,7 +487,7 @@ def test_sends_what_the_java_client_sends(
            "&jms.redeliveryPolicy.redeliveryDelay=0" + OPTIONS.get(name, ""))  # fmt: skip
     with proxied(broker) as proxy:
         queue = f"vsjava.{uuid.uuid4().hex[:8]}"
-        client_id = queue if name == "options" else None
+        client_id = queue if name in ("options", "durable_reconnect") else None
         factory = ConnectionFactory(url.format(proxy.port))
         with factory.create_connection(client_id=client_id) as conn:
             conn.start()

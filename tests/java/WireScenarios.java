@@ -17,7 +17,7 @@ public class WireScenarios {
         f.getRedeliveryPolicy().setRedeliveryDelay(0);
         if (scenario.equals("poison")) f.getRedeliveryPolicy().setMaximumRedeliveries(1);
         Connection c = f.createConnection();
-        if (scenario.equals("options")) c.setClientID(a[1]);
+        if (scenario.equals("options") || scenario.equals("durable_reconnect")) c.setClientID(a[1]);
         c.start();
         boolean tx = scenario.equals("transacted");
         if (scenario.equals("transacted_session_close")) tx = true;
@@ -168,6 +168,28 @@ public class WireScenarios {
             m.setBooleanProperty("t", true);
             p.send(m, DeliveryMode.NON_PERSISTENT, 7, 60000);
             p.close();
+        } else if (scenario.equals("durable_reconnect")) {
+            Topic topic = s.createTopic(a[1]);
+            s.createDurableSubscriber(topic, "sub").close();
+            MessageProducer anonymous = s.createProducer(null);
+            for (int i = 0; i < 3; i++) anonymous.send(topic, s.createTextMessage("d" + i));
+            MessageConsumer again = s.createDurableSubscriber(topic, "sub");
+            for (int i = 0; i < 3; i++) again.receive(5000);
+            again.close();
+            s.unsubscribe("sub");
+        } else if (scenario.equals("recover_in_listener")) {
+            p.send(s.createTextMessage("m0"));
+            final Object done = new Object();
+            final int[] count = {0};
+            final Session session = s;
+            s.createConsumer(q).setMessageListener(m -> {
+                try {
+                    synchronized (done) { count[0]++; done.notifyAll(); }
+                    if (count[0] == 1) session.recover(); else m.acknowledge();
+                } catch (JMSException e) { throw new RuntimeException(e); }
+            });
+            synchronized (done) { while (count[0] < 2) done.wait(5000); }
+            Thread.sleep(200);
         } else if (scenario.equals("auto")) {
             for (int i = 0; i < 3; i++) p.send(s.createTextMessage("m" + i));
             MessageConsumer consumer = s.createConsumer(q);

@@ -61,8 +61,16 @@ class MessageProducer:
         if not isinstance(message, Message):
             message = Message(body=message)
         target = self.destination if destination is None else split_options(destination)[0]
+        # ActiveMQMessageProducer's rules: a producer made for a destination sends only there.
         if target is None:
-            raise JMSError("javax.jms.InvalidDestinationException", "no destination to send to")
+            raise JMSError(
+                "java.lang.UnsupportedOperationException", "A destination must be specified."
+            )
+        if self.destination is not None and target != self.destination:
+            raise JMSError(
+                "java.lang.UnsupportedOperationException",
+                f"This producer can only send messages to: {self.destination.name}",
+            )
         self.session.connection.check_usable(target, "send to")
         persistent = self.delivery_persistent if persistent is None else persistent
         ttl = self.time_to_live if time_to_live is None else time_to_live

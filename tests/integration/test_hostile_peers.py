@@ -557,3 +557,39 @@ protocol_detection_timeout_ms = 500
                 started = time.monotonic()
                 assert closed_by_broker(sock, 10)
                 assert 0.3 < time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("listener", ["openwire", "stomp", "auto"])
+def test_a_newcomer_at_the_limit_takes_the_place_of_a_silent_socket(
+    tmp_path: Path, listener: str
+) -> None:
+    """With the default 30 s handshake timeout, sockets held open without a word fill the
+    connection limit: the listener closes the oldest of them for a newcomer, so good clients
+    get in at once (ActiveMQ refuses the newcomer until a timeout frees a place)."""
+    n = min(200, silent_count())
+    config = f"[{listener}]\nmax_connections = {n}\n"
+    if listener == "auto":
+        config += "enabled = true\nport = 0\n"
+    with running_broker(config, workdir=tmp_path) as broker:
+        port = {
+            "openwire": broker.openwire_port, "stomp": broker.stomp_port,
+            "auto": broker.auto_port,
+        }[listener]  # fmt: skip
+        with silent_sockets(port, n) as socks:
+            for attempt in range(3):  # each newcomer takes a silent socket's place
+                if listener == "openwire":
+                    peer = Peer(port, timeout=5)
+                    try:
+                        my = peer.handshake(f"ID:newcomer{attempt}")
+                        peer.send(message(my, queue("newcomer.q"), 1, 5))
+                        assert peer.until(t.RESPONSE)["correlationId"] == 5
+                    finally:
+                        peer.close()
+                    continue
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                    sock.sendall(b"CONNECT\naccept-version:1.2\nhost:x\n\n\x00")
+                    reply = sock.recv(4096)
+                    assert reply.startswith(b"CONNECTED"), (attempt, reply)
+            assert closed_by_broker(socks[0], 5)
+            assert not closed_by_broker(socks[-1], 0.2)
+        assert "has not finished its handshake" in broker.log_text()

@@ -37,7 +37,8 @@ class Listener:
         self.requested_port = port
         self.max_connections = max_connections
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], Stream] = {}
+        """Each connection's task and stream, oldest first."""
 
     def _new_stream(self) -> Stream:
         # Reading pauses beyond two chunks unread (asyncio's streams: twice their limit).
@@ -74,7 +75,7 @@ class Listener:
     async def _accept(self, stream: Stream) -> None:
         task = asyncio.current_task()
         assert task is not None
-        if len(self._connections) >= self.max_connections:
+        if len(self._connections) >= self.max_connections and not self._evict_silent():
             PEER_LOG.peer(
                 log, None, "%s: %d connections, the maximum; refusing one from %s",
                 self.name, self.max_connections, stream.get_extra_info("peername"),
@@ -82,11 +83,26 @@ class Listener:
             self.refuse(stream)
             stream.close()
             return
-        self._connections.add(task)
+        self._connections[task] = stream
         try:
             await self.serve(stream)
         finally:
-            self._connections.discard(task)
+            self._connections.pop(task, None)
+
+    def _evict_silent(self) -> bool:
+        """At the limit, close the oldest connection that has not introduced itself, so that
+        sockets held open without a word cannot lock clients out until their handshake
+        times out (beyond ActiveMQ, which refuses the newcomer)."""
+        for stream in self._connections.values():
+            if not stream.handshaken and not stream.is_closing():
+                PEER_LOG.peer(
+                    log, None, "%s: %d connections, the maximum; closing one from %s that "
+                    "has not finished its handshake", self.name, self.max_connections,
+                    stream.get_extra_info("peername"), level=logging.INFO,
+                )  # fmt: skip
+                stream.close()  # its task ends as its read sees the close
+                return True
+        return False
 
     async def serve(self, stream: Stream) -> None:
         raise NotImplementedError

@@ -289,6 +289,7 @@ class OpenWireConnection:
             if not self._negotiated and negotiated.max_inactivity_ms > 0:
                 self._start_inactivity(negotiated.max_inactivity_ms, negotiated.initial_delay_ms)
             self._negotiated = True
+            self.stream.handshaken = True
             return True
         if not self._negotiated:
             raise ProtocolError("the first OpenWire frame must be a WireFormatInfo")

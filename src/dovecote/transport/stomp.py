@@ -226,6 +226,7 @@ class StompConnection:
         if request.connect is not None:
             self.broker.add_connection(request.connect, self._on_dispatch)
             self._registered = True
+            self.stream.handshaken = True
             self.parser.version = self.converter.version
             self._start_heartbeats()
         for command in request.commands:

@@ -40,6 +40,9 @@ class Stream:
         self._read_waiter: asyncio.Future[None] | None = None
         self._drain_waiters: deque[asyncio.Future[None]] = deque()
         self._closed: asyncio.Future[None] = self._loop.create_future()
+        self.handshaken = False
+        """Set by the protocol once the peer has introduced itself (a WireFormatInfo, a
+        CONNECT): a listener at its limit may drop a connection that has not."""
 
     @property
     def transport(self) -> asyncio.Transport:

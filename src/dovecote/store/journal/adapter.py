@@ -143,6 +143,17 @@ def _with_counter(message: Message, counter: int) -> Message:
     return message if message.redelivery_counter == counter else message.with_redelivery(counter)
 
 
+_INDEX_DAMAGE: Final = (
+    lmdb.CorruptedError,
+    lmdb.PageNotFoundError,
+    lmdb.InvalidError,
+    lmdb.PanicError,
+    lmdb.BadTxnError,  # (what a transaction that met one of those says next)
+    lmdb.IncompatibleError,
+)
+"""LMDB's errors that say the index's pages are not what it wrote."""
+
+
 class StoreLockedError(Exception):
     pass
 
@@ -184,26 +195,33 @@ class JournalPersistenceAdapter:
     async def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         await self._take_lock()
-        # (This adapter reports damage itself, with the messages lost by destination.)
+        self._open()
+        self._writer.start()
+
+    def _open(self) -> None:
+        # (Not in ``start``: compiled, an async def let these LMDB errors pass its except.)
+        # This adapter reports damage itself, with the messages lost by destination.
         self._files = DataFiles(self.directory, self.max_file_length, report_damage=False)
         self._index = self._open_index()
         try:
             self._replay()
-        except lmdb.Error as exc:
-            if isinstance(exc, (lmdb.DiskError, lmdb.MapFullError)):
-                raise  # no room: a rebuild would fail the same way
-            # A page LMDB finds damaged while replay writes: the journal rebuilds it.
-            log.warning("journal index is damaged (%s); rebuilding it from the journal", exc)
-            self._index.env.close()
-            self._index = self._new_index()
-            self._replay()
+        except lmdb.Error as exc:  # a page LMDB finds damaged while replay writes
+            self._rebuild_index(exc)
         self._files.open_for_append()
-        with self._index.env.begin(write=True) as txn:
-            self._index.note_file(txn, self._files.current_id)
-            self._index.mark_version(txn)
-            self._index.mark_applied(txn, self._files.head)
-        self._next_seq = self._index.last_seq() + 1
-        self._writer.start()
+        try:
+            self._mark_started()
+        except lmdb.Error as exc:
+            self._rebuild_index(exc)
+            self._mark_started()
+
+    def _mark_started(self) -> None:
+        index, files = self._index, self._files
+        assert index is not None and files is not None
+        with index.env.begin(write=True) as txn:
+            index.note_file(txn, files.current_id)
+            index.mark_version(txn)
+            index.mark_applied(txn, files.head)
+        self._next_seq = index.last_seq() + 1
 
     async def _take_lock(self) -> None:
         fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -256,6 +274,29 @@ class JournalPersistenceAdapter:
         except lmdb.Error as exc:
             log.warning("journal index at %s is damaged (%s); rebuilding it", path, exc)
         return self._new_index()
+
+    def _rebuild_index(self, exc: lmdb.Error) -> None:
+        """The index met damage LMDB reports (a page of the wrong type, say): it is built
+        again from the journal, at once, and the read that met it is retried. Any other
+        LMDB error (a full disk, an I/O error) is raised: a rebuild would meet it too."""
+        if not isinstance(exc, _INDEX_DAMAGE):
+            raise exc
+        log.warning("journal index is damaged (%s); rebuilding it from the journal", exc)
+        if self._index is not None:
+            with contextlib.suppress(lmdb.Error):
+                self._index.env.close()
+        if self._catch_up_timer is not None:
+            self._catch_up_timer.cancel()
+            self._catch_up_timer = None
+        # Written groups not applied yet are in the journal: the replay applies them.
+        self._unapplied.clear()
+        self._unapplied_ops = 0
+        self._unapplied_head = None
+        self._index = self._new_index()
+        self._replay()
+        with self._index.env.begin(write=True) as txn:
+            self._index.mark_version(txn)
+        self._index_changed = True
 
     def _new_index(self) -> Index:
         path = self.directory / "index"
@@ -408,9 +449,12 @@ class JournalPersistenceAdapter:
             index.mark_applied(txn, self._unapplied_head)
             index.commit(txn)
         except lmdb.Error as exc:
+            index.abort(txn)
+            if isinstance(exc, _INDEX_DAMAGE):
+                self._rebuild_index(exc)  # which applies these records too
+                return
             # (A full disk.) Nothing of it counted: the same records are applied again by
             # the next catch-up; until then reads that need the index fail.
-            index.abort(txn)
             if not self._index_failing:
                 log.warning("journal index could not be updated (%s); retrying", exc)
             self._index_failing = True
@@ -453,7 +497,11 @@ class JournalPersistenceAdapter:
     # -- reading ---------------------------------------------------------------------------
 
     def recover(self) -> RecoveredState:
-        return self._recover(queues=True)
+        try:
+            return self._recover(queues=True)
+        except lmdb.Error as exc:
+            self._rebuild_index(exc)
+            return self._recover(queues=True)
 
     def _recover(self, queues: bool) -> RecoveredState:
         files, index = self._files, self._index
@@ -526,6 +574,13 @@ class JournalPersistenceAdapter:
     def recover_paged(self) -> PagedRecovery:
         """Each queue's count and bytes from the index alone (the broker pages its messages
         in with ``read_queue``); durable subscriptions as ``recover`` gives them."""
+        try:
+            return self._recover_paged()
+        except lmdb.Error as exc:
+            self._rebuild_index(exc)
+            return self._recover_paged()
+
+    def _recover_paged(self) -> PagedRecovery:
         index = self._index
         assert index is not None
         self._catch_up()
@@ -538,6 +593,13 @@ class JournalPersistenceAdapter:
 
     def read_queue(self, destination: Destination, start: QueuePosition, limit: int) -> QueuePage:
         """Up to ``limit`` stored messages of a queue from ``start`` on, whole, in order."""
+        try:
+            return self._read_queue(destination, start, limit)
+        except lmdb.Error as exc:
+            self._rebuild_index(exc)
+            return self._read_queue(destination, start, limit)
+
+    def _read_queue(self, destination: Destination, start: QueuePosition, limit: int) -> QueuePage:
         index = self._index
         assert index is not None and self._files is not None
         self._catch_up()
@@ -611,6 +673,13 @@ class JournalPersistenceAdapter:
         return gone
 
     def message_count(self, destination: Destination) -> int:
+        try:
+            return self._message_count(destination)
+        except lmdb.Error as exc:
+            self._rebuild_index(exc)
+            return self._message_count(destination)
+
+    def _message_count(self, destination: Destination) -> int:
         index = self._index
         assert index is not None
         self._catch_up()

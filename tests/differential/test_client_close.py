@@ -7,13 +7,14 @@ from __future__ import annotations
 from clientkit import connected, drain, seen
 
 from differ import Target
-from dovecote.client import AckMode, JMSError
+from dovecote.client import AckMode, JMSError, Session
+from dovecote.client.destination_options import AnyDestination
 
 FIVE_AFTER_TWO = [("m0", True, 2), ("m1", True, 2), ("m2", False, 1), ("m3", False, 1),
                   ("m4", False, 1)]  # fmt: skip
 
 
-def _send_five(session, queue) -> None:  # type: ignore[no-untyped-def]
+def _send_five(session: Session, queue: AnyDestination) -> None:
     producer = session.create_producer(queue)
     for i in range(5):
         producer.send(f"m{i}")

@@ -6,10 +6,10 @@ from __future__ import annotations
 from clientkit import connected, drain
 
 from differ import Target
-from dovecote.client import Message
+from dovecote.client import Message, MessageConsumer
 
 
-def _counts(*consumers) -> list[int]:  # type: ignore[no-untyped-def]
+def _counts(*consumers: MessageConsumer) -> list[int]:
     return [len(drain(c, 0.5)) for c in consumers]
 
 

@@ -37,14 +37,14 @@ from dovecote.store.api import (
     StoreOp,
 )
 from dovecote.store.groupcommit import GroupWriter, written
-from dovecote.store.journal.datafiles import Damage, DamagedRecordError, DataFiles, Location
-from dovecote.store.journal.index import (
-    CLEAN_MARK,
-    INDEX_VERSION,
-    Index,
-    index_file_problem,
-    index_walk_problem,
+from dovecote.store.journal.damage import (
+    INDEX_DAMAGE,
+    LostInReplay,
+    forget_lost,
+    usable_index,
 )
+from dovecote.store.journal.datafiles import DamagedRecordError, DataFiles, Location
+from dovecote.store.journal.index import INDEX_VERSION, Index
 from dovecote.store.journal.records import (
     RECORD_HEADER,
     BatchEncoder,
@@ -53,7 +53,6 @@ from dovecote.store.journal.records import (
     decode_batch,
     sequence,
 )
-from dovecote.store.ops import AckSubscription, RemoveMessage
 
 log = logging.getLogger("dovecote.store.journal")
 
@@ -115,43 +114,9 @@ def _records(batches: list[list[JournalOp]]) -> Iterator[list[JournalOp]]:
         yield small
 
 
-def _tally(counts: dict[str, int]) -> str:
-    return ", ".join(f"{n} of {name}" for name, n in sorted(counts.items()))
-
-
-def _report_damage(damage: Damage, lost: dict[tuple[str, str], int]) -> None:
-    """One log line for a range recovery skipped: where, why, and what was lost there
-    (``lost``: its messages not removed later, by (destination, id))."""
-    adds: dict[str, int] = {}
-    for (destination, _), at in lost.items():
-        if at == id(damage):
-            adds[destination] = adds.get(destination, 0) + 1
-    others = sum(not isinstance(op, SequencedAdd) for op in damage.salvaged)
-    where = f"journal db-{damage.file_id}.log bytes {damage.start}-{damage.end}"
-    what = f"lost: {sum(adds.values())} messages" + (f" ({_tally(adds)})" if adds else "")
-    if others:
-        what += f", {others} other operations (a lost removal delivers its message again)"
-    if damage.torn_tail:
-        log.warning("%s: %s; the tail of an interrupted write, cut off (%s)",
-                    where, damage.why, what)  # fmt: skip
-    else:
-        log.error("%s: %s; skipped to the next good record (%s)", where, damage.why, what)
-
-
 def _with_counter(message: Message, counter: int) -> Message:
     """A stored message with the redelivery counter the index keeps for it."""
     return message if message.redelivery_counter == counter else message.with_redelivery(counter)
-
-
-_INDEX_DAMAGE: Final = (
-    lmdb.CorruptedError,
-    lmdb.PageNotFoundError,
-    lmdb.InvalidError,
-    lmdb.PanicError,
-    lmdb.BadTxnError,  # (what a transaction that met one of those says next)
-    lmdb.IncompatibleError,
-)
-"""LMDB's errors that say the index's pages are not what it wrote."""
 
 
 class StoreLockedError(Exception):
@@ -249,21 +214,7 @@ class JournalPersistenceAdapter:
     def _open_index(self) -> Index:
         assert self._files is not None
         path = self.directory / "index"
-        data = path / "data.mdb"
-        if not data.exists() or data.stat().st_size == 0:
-            if self._files.file_ids:  # (deleted by hand, say: no damage, so no warning)
-                log.info("journal index at %s is missing; rebuilding it from the journal", path)
-            return self._new_index()
-        # Checked before LMDB maps it: a file shorter than its meta says is a SIGBUS. After
-        # a crash (no mark of a synced close) every page is read first in a child process.
-        clean = (path / CLEAN_MARK).exists()
-        (path / CLEAN_MARK).unlink(missing_ok=True)  # until the next synced close
-        problem = index_file_problem(str(path))
-        if problem is None and not clean:
-            problem = index_walk_problem(str(path))
-        if problem is not None:
-            log.warning("journal index at %s is damaged (%s); rebuilding it from the journal",
-                        path, problem)  # fmt: skip
+        if not usable_index(path, bool(self._files.file_ids)):  # before LMDB maps it
             return self._new_index()
         try:
             index = Index(str(path))
@@ -279,7 +230,7 @@ class JournalPersistenceAdapter:
         """The index met damage LMDB reports (a page of the wrong type, say): it is built
         again from the journal, at once, and the read that met it is retried. Any other
         LMDB error (a full disk, an I/O error) is raised: a rebuild would meet it too."""
-        if not isinstance(exc, _INDEX_DAMAGE):
+        if not isinstance(exc, INDEX_DAMAGE):
             raise exc
         log.warning("journal index is damaged (%s); rebuilding it from the journal", exc)
         if self._index is not None:
@@ -321,28 +272,14 @@ class JournalPersistenceAdapter:
         assert files is not None and index is not None
         start = index.applied()
         count = 0
-        # Messages added in damaged ranges (by destination and id -> the range's id()),
-        # until a later record removes them: what the log reports as lost.
-        lost: dict[tuple[str, str], int] = {}
-        files.damage.clear()
-        seen_damage = 0
+        lost = LostInReplay(files.damage)
         txn = index.begin()
         try:
             for file_id in files.file_ids:
                 index.note_file(txn, file_id)
             for location, payload in files.scan(start):
-                while seen_damage < len(files.damage):
-                    damage = files.damage[seen_damage]
-                    seen_damage += 1
-                    for op in damage.salvaged:
-                        if isinstance(op, SequencedAdd):
-                            key = (str(op.message.destination), op.message.message_id)
-                            lost[key] = id(damage)
                 ops = decode_batch(payload)
-                if lost:
-                    for op in ops:
-                        if isinstance(op, (RemoveMessage, AckSubscription)):
-                            lost.pop((str(op.destination), op.message_id), None)
+                lost.applying(ops)
                 index.apply(txn, ops, location)
                 end = location.offset + RECORD_HEADER.size + len(payload)
                 index.mark_applied(txn, Location(location.file_id, end))
@@ -354,13 +291,7 @@ class JournalPersistenceAdapter:
         except BaseException:
             index.abort(txn)
             raise
-        for damage in files.damage[seen_damage:]:  # ranges after the last good record
-            for op in damage.salvaged:
-                if isinstance(op, SequencedAdd):
-                    lost[(str(op.message.destination), op.message.message_id)] = id(damage)
-        for damage in files.damage:
-            _report_damage(damage, lost)
-        files.damage.clear()
+        lost.report()
         if count:
             log.info("journal replay applied %d records after the last checkpoint", count)
 
@@ -450,7 +381,7 @@ class JournalPersistenceAdapter:
             index.commit(txn)
         except lmdb.Error as exc:
             index.abort(txn)
-            if isinstance(exc, _INDEX_DAMAGE):
+            if isinstance(exc, INDEX_DAMAGE):
                 self._rebuild_index(exc)  # which applies these records too
                 return
             # (A full disk.) Nothing of it counted: the same records are applied again by
@@ -655,22 +586,9 @@ class JournalPersistenceAdapter:
     def _forget_lost(self, where: str, seqs: list[int], why: str) -> list[list[Any]]:
         """Messages whose record cannot be read back are lost: dropped from the index (the
         journal keeps nothing of them a replay could apply), with one log line."""
-        index = self._index
-        assert index is not None
-        txn = index.begin()
-        try:
-            gone = index.forget(txn, seqs)
-            index.commit(txn)
-        except BaseException:
-            index.abort(txn)
-            raise
+        assert self._index is not None
         self._index_changed = True
-        counts: dict[str, int] = {}
-        for entry in gone:
-            counts[entry[0]] = counts.get(entry[0], 0) + 1
-        log.error("journal %s cannot be read (%s): %d messages lost (%s), removed from the "
-                  "store", where, why, len(gone), _tally(counts))  # fmt: skip
-        return gone
+        return forget_lost(self._index, where, seqs, why)
 
     def message_count(self, destination: Destination) -> int:
         try:

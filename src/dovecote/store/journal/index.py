@@ -31,10 +31,7 @@ LMDB's key order is send order):
 from __future__ import annotations
 
 import os
-import signal
 import struct
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -67,7 +64,7 @@ MAP_SIZE: Final = 16 << 30  # address space only; LMDB files grow as needed
 CLEAN_MARK: Final = "closed-cleanly"
 """A file in the index's directory while the index is closed after a synced close: without
 it (a crash; the index is not synced as it goes) every page is read once in another process
-before this one maps the file (``index_walk_problem``)."""
+before this one maps the file (``damage.index_walk_problem``)."""
 
 
 _PACKER: Final = msgpack.Packer(use_bin_type=True)
@@ -524,87 +521,6 @@ class Index:
                     page.append((sequence, seq, _unpack(raw)))
                 found = cursor.next()
         return page
-
-
-_META: Final = struct.Struct("<QHHHHIIQQ")
-"""An LMDB meta page's start: page number, pad, flags, lower, upper; then the meta's
-magic, version, address and map size."""
-_DB: Final = struct.Struct("<IHHQQQQQ")
-"""LMDB's MDB_db: pad (the page size, in the free DB's), flags, depth, branch, leaf and
-overflow page counts, entries, root page."""
-_LMDB_MAGIC: Final = 0xBEEFC0DE
-_NO_PAGE: Final = (1 << 64) - 1
-
-
-def index_file_problem(directory: str) -> str | None:
-    """What is wrong with an LMDB environment's ``data.mdb`` before LMDB maps it, or None
-    (also for no file: LMDB makes a new one). LMDB trusts the file to hold every page its
-    meta names, and a page the mapping does not cover kills the process with SIGBUS: so
-    the meta pages are read and checked here with plain reads (FORMAT.md)."""
-    path = os.path.join(directory, "data.mdb")
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                return None
-            first = f.read(_META.size + 2 * _DB.size + 16)
-            if len(first) < _META.size + 2 * _DB.size + 16:
-                return f"data.mdb is {size} bytes, too short to be an LMDB file"
-            page_size = _DB.unpack_from(first, _META.size)[0]
-            if page_size < 512 or page_size > 65536 or page_size & (page_size - 1):
-                return f"data.mdb is not an LMDB file (page size {page_size})"
-            f.seek(page_size)
-            second = f.read(len(first))
-    except OSError as exc:
-        return f"data.mdb cannot be read ({exc})"
-    metas = []
-    for page in (first, second):
-        if len(page) < len(first):
-            continue
-        _, _, flags, _, _, magic, version, _, _ = _META.unpack_from(page)
-        if magic != _LMDB_MAGIC or version != 1 or not flags & 0x08:
-            continue
-        roots = [_DB.unpack_from(page, _META.size + i * _DB.size)[7] for i in range(2)]
-        last_page, txnid = struct.unpack_from("<QQ", page, _META.size + 2 * _DB.size)
-        metas.append((txnid, last_page, roots))
-    if not metas:
-        return "data.mdb has no valid LMDB meta page"
-    _, last_page, roots = max(metas)
-    if any(root != _NO_PAGE and root > last_page for root in roots):
-        return "data.mdb's meta page names a root past its last page"
-    needed = (last_page + 1) * page_size
-    if size < needed:
-        return f"data.mdb is {size} bytes where its meta page needs {needed} (truncated)"
-    return None
-
-
-_WALK = """
-import sys, lmdb
-env = lmdb.open(sys.argv[1], readonly=True, lock=False, max_dbs=16)
-with env.begin() as txn:
-    names = [bytes(key) for key, _ in txn.cursor()]
-    for name in names:
-        for _ in txn.cursor(db=env.open_db(name, txn=txn, create=False)):
-            pass
-"""
-
-
-def index_walk_problem(directory: str, timeout_s: float = 300.0) -> str | None:
-    """Read every key and value of an LMDB environment in a child process, or say why that
-    failed: what LMDB would meet reading pages a crash left half written (SIGBUS, SIGSEGV,
-    MDB_CORRUPTED) kills or fails the child, not this process. None also when it takes too
-    long (a huge index: it is opened as it is)."""
-    try:
-        done = subprocess.run([sys.executable, "-c", _WALK, directory], capture_output=True,
-                              timeout=timeout_s, check=False)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return None
-    if done.returncode < 0:
-        return f"reading it killed a process with {signal.Signals(-done.returncode).name}"
-    if done.returncode != 0:
-        lines = done.stderr.decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else f"reading it failed ({done.returncode})"
-    return None
 
 
 def passing_through(

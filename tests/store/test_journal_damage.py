@@ -440,6 +440,28 @@ async def test_queue_counts_stay_exact_across_failed_index_commits(tmp_path: Pat
     await store.stop()
 
 
+async def test_counts_an_older_dovecote_inflated_on_a_full_disk_are_counted_again(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(tmp_path)
+    await store.write([AddMessage(sent(i)) for i in range(5)])
+    await store.stop()
+    env = lmdb.open(str(tmp_path / "index"), max_dbs=10)
+    meta, qstat = env.open_db(b"meta"), env.open_db(b"qstat")
+    with env.begin(write=True) as txn:  # as the previous dovecote left it: 60 for 5
+        applied = txn.get(b"applied", db=meta)
+        assert applied is not None
+        for key in (b"exact_totals_at", b"totals_at"):
+            txn.delete(key, db=meta)
+        txn.put(b"totals_at", applied, db=meta)
+        txn.put(b"queue://orders", struct.pack(">QQ", 60, 60 * sent(0).size), db=qstat)
+    env.close()
+    for _ in range(2):
+        store = await open_store(tmp_path)
+        assert store.recover_paged().queues[Q].count == 5  # it said 60, and kept saying it
+        await store.stop()
+
+
 async def test_a_send_refused_for_a_failed_fsync_does_not_come_back_after_a_restart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

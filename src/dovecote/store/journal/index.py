@@ -13,8 +13,8 @@ LMDB's key order is send order):
 - ``qseq``: destination \\0 sequence seq (8 bytes each) -> size: each queue's messages in
   the broker's order, which the broker pages in from a position a window at a time.
 - ``qstat``: destination -> (message count, bytes) of each queue that holds messages, as of
-  ``totals_at`` in ``meta``. The counts live in memory and are written at a clean close
-  only (a write per batch cost ~10 us a message); when ``totals_at`` is not ``applied``
+  ``exact_totals_at`` in ``meta``. The counts live in memory and are written at a clean close
+  only (a write per batch cost ~10 us a message); when that is not ``applied``
   (a crash came after it), opening counts them again from ``qseq``. In memory, a write
   transaction's changes to them are held apart and taken in only once it commits
   (``begin``/``commit``/``abort``): a failed commit, retried, must not count twice.
@@ -61,6 +61,10 @@ INDEX_VERSION: Final = 3
 """1: no ``qseq``, ``qstat``, and ``msgs`` entries of six fields; 2: ``files`` values hold
 the count alone."""
 MAP_SIZE: Final = 16 << 30  # address space only; LMDB files grow as needed
+_TOTALS_AT: Final = b"exact_totals_at"
+"""Where ``qstat`` is true (see there). Once ``totals_at``: counts written by a dovecote that
+counted a failed commit's records again on each retry could be inflated, so an index with
+only the old key counts its queues again, once."""
 CLEAN_MARK: Final = "closed-cleanly"
 """A file in the index's directory while the index is closed after a synced close: without
 it (a crash; the index is not synced as it goes) every page is read once in another process
@@ -155,10 +159,10 @@ class Index:
                     txn.put(name.encode(), _QSTAT.pack(count, size), db=self.qstat)
                 applied = _get(txn, b"applied", self.meta)
                 if applied is not None:
-                    txn.put(b"totals_at", applied, db=self.meta)
+                    txn.put(_TOTALS_AT, applied, db=self.meta)
             self.env.sync(True)
             closed_cleanly = True
-        except lmdb.Error:  # (a full disk) without ``totals_at``, the next open counts again
+        except lmdb.Error:  # (a full disk) without the mark, the next open counts again
             closed_cleanly = False
         directory = self.env.path()
         self.env.close()
@@ -168,7 +172,7 @@ class Index:
 
     def _load_totals(self) -> dict[str, list[int]]:
         with self.env.begin() as txn:
-            at = _get(txn, b"totals_at", self.meta)
+            at = _get(txn, _TOTALS_AT, self.meta)
             if at is not None and at == _get(txn, b"applied", self.meta):
                 return {
                     bytes(key).decode(): list(_QSTAT.unpack(value))

@@ -5,6 +5,8 @@ the application twice, and an open transaction in doubt is rolled back with a cl
 from __future__ import annotations
 
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -19,7 +21,14 @@ import pytest
 
 from activemq import running_activemq
 from brokers import running_broker
-from dovecote.client import Connection, ConnectionFactory, JMSError, Message, MessageProducer
+from dovecote.client import (
+    AckMode,
+    Connection,
+    ConnectionFactory,
+    JMSError,
+    Message,
+    MessageProducer,
+)
 from ports import free_port
 
 
@@ -114,6 +123,7 @@ def test_a_transaction_open_at_failover_is_rolled_back_with_an_error(
             assert got is not None and got.body == "again"
             assert consumer.receive(0.5) is None
             conn.close()
+
 
 @dataclass
 class TimedSend:
@@ -238,6 +248,8 @@ def test_sends_in_flight_when_the_master_is_killed_go_on_on_the_slave(tmp_path: 
             while not slave.stdout.readline().startswith("dovecote ready"):
                 assert slave.poll() is None, "the slave died"
             up_at = time.monotonic()
+            for stream in (slave.stdout, slave.stderr):  # a full pipe would stall the slave
+                threading.Thread(target=stream.read, daemon=True).start()
             deadline = up_at + 60
             while not all(log and log[-1].started > killed_at for log in logs):
                 assert time.monotonic() < deadline, "a send stalled"
@@ -251,3 +263,85 @@ def test_sends_in_flight_when_the_master_is_killed_go_on_on_the_slave(tmp_path: 
             stop.set()
             slave.terminate()
             slave.wait(30)
+
+
+@pytest.mark.parametrize("kind", ["dovecote", "activemq"])
+def test_an_ack_while_the_broker_is_down_is_stale_and_blocks_nothing(
+    tmp_path: Path, kind: str
+) -> None:
+    """As FailoverTransport: an ack (or a remove) while there is no broker is stale, since
+    the new broker redelivers; it returns at once instead of waiting for the reconnect.
+    Before, it waited holding the consumer's lock, which the reconnect needs to drop the
+    consumer's prefetched messages: the two waited on each other, and every send waited
+    out failover's timeout (what 1 in ~8 master/slave takeovers with a client-ack consumer
+    showed)."""
+    port = free_port()
+    with broker_on(kind, tmp_path, port) as first:
+        conn = ConnectionFactory(failover_url(port)).create_connection()
+        conn.start()
+        session = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+        queue = session.queue("failover.stale_ack")
+        producer = conn.create_session().create_producer(queue)
+        producer.send("m0", persistent=True)
+        consumer = session.create_consumer(queue)
+        message = consumer.receive(10)
+        assert message is not None
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        acking = threading.Thread(target=message.acknowledge, daemon=True)
+        started = time.monotonic()
+        acking.start()
+        acking.join(5)
+        assert not acking.is_alive(), "the ack waited for a broker"
+        assert time.monotonic() - started < 2
+    with broker_on(kind, tmp_path, port):
+        up_at = time.monotonic()
+        producer.send("m1", persistent=True)
+        assert time.monotonic() - up_at < 10
+        again = [consumer.receive(10) for _ in range(2)]
+        # The stale ack never reached a broker: m0 comes again.
+        assert [m.body for m in again if m] == ["m0", "m1"]
+        for m in again:
+            assert m is not None
+            m.acknowledge()
+        conn.close()
+
+
+@pytest.fixture
+def resetting_listener() -> Iterator[int]:
+    """A port that accepts, then resets the connection without a word: what a client
+    reconnecting the moment a broker is killed meets while the dying broker's listener
+    still accepts."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    stop = threading.Event()
+
+    def reset_all() -> None:
+        while not stop.is_set():
+            try:
+                peer, _ = server.accept()
+            except OSError:
+                return
+            peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            peer.close()
+
+    threading.Thread(target=reset_all, daemon=True).start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        server.close()
+
+
+def test_a_connection_reset_before_the_brokers_wire_format_fails_at_once(
+    resetting_listener: int,
+) -> None:
+    """The reset fails the transport, and connect() says so at once. Before, it waited for
+    the WireFormatInfo as long as the negotiation may take (connectionTimeout, 30 s): a
+    send in flight when a broker was killed waited that long whenever the reconnect
+    reached the dying broker's listener (2 of 5 master/slave takeovers)."""
+    started = time.monotonic()
+    with pytest.raises(ConnectionError, match=r"while negotiating|reset|closed"):
+        ConnectionFactory(f"tcp://127.0.0.1:{resetting_listener}").create_connection()
+    assert time.monotonic() - started < 2

@@ -119,10 +119,13 @@ class Connection:
 
     def request(self, structure: Structure, timeout: float | None = None) -> Structure:
         while True:
+            if self._stale_while_reconnecting(structure):
+                return Structure(t.RESPONSE, {"correlationId": 0})  # as Java simulates it
             try:
                 response = self.transport.request(structure, timeout)
             except TransportClosedError:
-                self._await_reconnect()
+                if not self._stale_while_reconnecting(structure, check_only=True):
+                    self._await_reconnect()
                 continue
             if structure.type == t.DESTINATION_INFO and self.url.failover is not None:
                 self._track_temp_destination(structure)
@@ -140,11 +143,35 @@ class Connection:
 
     def oneway(self, structure: Structure) -> None:
         while True:
+            if self._stale_while_reconnecting(structure):
+                return
             try:
                 self.transport.oneway(structure)
                 return
             except (TransportClosedError, OSError):
-                self._await_reconnect()
+                if not self._stale_while_reconnecting(structure, check_only=True):
+                    self._await_reconnect()
+
+    def _stale_while_reconnecting(self, structure: Structure, check_only: bool = False) -> bool:
+        """As FailoverTransport.oneway while it has no transport: acks and removes are stale
+        (the new broker redelivers, the replay leaves removed things out), a ShutdownInfo
+        has nothing to shut, and a timed pull gets its empty answer; none of them waits.
+        ``check_only``: whether it is so (the caller then goes round again, not waiting).
+        A thread acking under a consumer's lock must not wait for the reconnect, which
+        needs that lock to drop the consumer's prefetched messages."""
+        if self.url.failover is None or self._connected.is_set() or self.closed:
+            return False
+        if structure.type == t.MESSAGE_PULL:
+            if structure.get("timeout", 0) == 0:
+                return False  # an untimed pull waits for the broker, as in Java
+            if check_only:
+                return True  # the loop's next turn answers it
+            self._on_command(Structure(t.MESSAGE_DISPATCH, {
+                "consumerId": structure["consumerId"], "destination": structure["destination"],
+                "message": None,
+            }))  # fmt: skip
+            return True
+        return structure.type in (t.MESSAGE_ACK, t.REMOVE_INFO, t.SHUTDOWN_INFO)
 
     def _await_reconnect(self) -> None:
         if self.url.failover is None or self.closed:
@@ -271,7 +298,7 @@ class Connection:
                         self._reconnecting.release()
                     # The new transport may have failed before the lock was free, when its
                     # failure could start no reconnect: start one now, or sends would spin.
-                    if self.transport._closed.is_set() and not self.closed:
+                    if self.transport.closed and not self.closed:
                         self._on_failure(self.failure or TransportClosedError("lost"))
 
                 threading.Thread(target=run, name="dovecote-failover", daemon=True).start()

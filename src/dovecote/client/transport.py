@@ -123,6 +123,9 @@ class ClientTransport:
         self._negotiated = threading.Event()
         self._closed = threading.Event()
         self._close_lock = threading.Lock()
+        self._failing = threading.Lock()
+        self.failed: Exception | None = None
+        """What failed the transport, if something did."""
         self._sock: socket.socket | None = None
         self._tls: TlsChannel | None = None
         self._last_read = self._last_write = time.monotonic()
@@ -153,7 +156,12 @@ class ClientTransport:
         threading.Thread(
             target=self._read_forever, name="dovecote-client-reader", daemon=True
         ).start()
-        if not self._negotiated.wait(options.negotiateTimeout / 1000 or None):
+        negotiated = self._negotiated.wait(options.negotiateTimeout / 1000 or None)
+        if self._closed.is_set():
+            # Failed while negotiating (a reset: e.g. the listener of a broker being killed
+            # accepted us, then died): said at once, not after negotiateTimeout.
+            raise TransportClosedError(f"the connection failed while negotiating: {self.failed}")
+        if not negotiated:
             self.close()
             raise TransportClosedError(
                 f"wire format negotiation timed out: no WireFormatInfo from the broker within "
@@ -164,7 +172,8 @@ class ClientTransport:
 
     def _send(self, structure: Structure) -> None:
         if self._sock is None or self._closed.is_set():
-            raise TransportClosedError("the connection is closed")
+            with self._failing:  # a failure under way has told the connection
+                raise TransportClosedError("the connection is closed")
         self.sent[structure.type] += 1
         if self.transport.trace:
             trace.debug("SEND %s: %s", self.host_port, structure)
@@ -280,9 +289,13 @@ class ClientTransport:
                 return
 
     def _fail(self, exc: Exception) -> None:
-        if not self.close():
-            return  # closed already: by the user, or failed by the reader or a sender first
-        self.on_failure(exc)  # first, so a failover connection is reconnecting before...
+        # Under a lock: a thread that finds the transport failed by another returns once
+        # the connection has been told (a failover connection is reconnecting by then).
+        with self._failing:
+            self.failed = self.failed or exc
+            if not self.close():
+                return  # closed already: by the user, or failed by the reader or a sender
+            self.on_failure(exc)  # first, so a failover connection is reconnecting before...
         for future in list(self._pending.values()):  # ...the waiting requests retry
             if not future.done():
                 future.set_exception(TransportClosedError(str(exc)))
@@ -297,6 +310,7 @@ class ClientTransport:
             if self._closed.is_set():
                 return False
             self._closed.set()
+        self._negotiated.set()  # a connect() waiting for the broker's WireFormatInfo: no more
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)

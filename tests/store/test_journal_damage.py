@@ -322,9 +322,10 @@ asyncio.run(main())
 
 def garble_message_pages(index_file: Path, how: str) -> None:
     """Garble the leaf pages of the index's message entries (msgpack arrays naming the
-    queue): their node offsets pointed past the page ("offsets", as a torn write of the
-    page can leave them: reading them is a SIGBUS), or the page's bounds ("bounds": LMDB
-    reports MDB_CORRUPTED)."""
+    queue): their node offsets point past the page ("offsets", as a torn write of the page
+    can leave them: in an index this small, past the file's end, a SIGBUS), or the page's
+    bounds ("bounds": LMDB reports MDB_CORRUPTED). Stale copies of the pages are garbled
+    too, which does not matter; every live one is."""
     data = bytearray(index_file.read_bytes())
     page_size, garbled = 4096, 0
     for start in range(2 * page_size, len(data), page_size):

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from activemq import running_activemq
-from dovecote.client import ConnectionFactory
+from activemq import classpath, running_activemq
+from dovecote.client import ConnectionFactory, OptionError
 from dovecote.client.tls import SslConnectionFactory
+
+JAVA = Path(__file__).parent.parent / "java" / "UrlOptions.java"
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class TlsBroker:
     ssl_port: int
     plain_port: int
     ca: Path
+    java_trust_store: Path
 
 
 def openssl(*args: str, cwd: Path) -> None:
@@ -43,8 +46,12 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
             cwd=certs)  # fmt: skip
     openssl("pkcs12", "-export", "-in", "broker.pem", "-inkey", "broker.key", "-out",
             "broker.p12", "-passout", "pass:secret", "-name", "broker", cwd=certs)  # fmt: skip
+    # The Java client's trust store: the CA alone.
+    subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", "ca.pem",
+                    "-keystore", "trust.p12", "-storetype", "pkcs12", "-storepass", "secret"],
+                   cwd=certs, check=True, capture_output=True)  # fmt: skip
     with running_activemq(ssl_keystore=(certs / "broker.p12", "secret")) as amq:
-        yield TlsBroker(amq.ssl_port, amq.openwire_port, certs / "ca.pem")
+        yield TlsBroker(amq.ssl_port, amq.openwire_port, certs / "ca.pem", certs / "trust.p12")
 
 
 def test_ssl_speaks_tls_to_a_trusted_broker(tls_broker: TlsBroker) -> None:
@@ -75,8 +82,7 @@ def test_a_broker_the_trust_store_does_not_vouch_for_is_refused(tls_broker: TlsB
 
 @pytest.mark.parametrize(
     ("options", "accepted"),
-    [("", False), ("?verifyHostName=false", True), ("?socket.verifyHostName=false", True),
-     ("?verifyHostName=true&socket.verifyHostName=false", False)],
+    [("", False), ("?verifyHostName=false", True), ("?socket.verifyHostName=false", True)],
 )  # fmt: skip
 def test_the_certificate_must_name_the_host_unless_verify_host_name_is_false(
     tls_broker: TlsBroker, options: str, accepted: bool
@@ -98,3 +104,48 @@ def test_ssl_to_a_plain_listener_fails_and_sends_nothing_in_plain_text(
     url = f"ssl://localhost:{tls_broker.plain_port}?connectionTimeout=5000"
     with pytest.raises(OSError):
         SslConnectionFactory(url, trust_store=str(tls_broker.ca)).create_connection()
+
+
+# ssl:// URLs side by side with the Java client, trusting the same CA (its trust store given
+# as the JVM's javax.net.ssl.trustStore; ours as SslConnectionFactory's trust_store).
+SSL_TABLE: list[tuple[str, bool]] = [
+    ("ssl://localhost:{P}", True),
+    ("ssl://127.0.0.1:{P}", False),  # the certificate names localhost only
+    ("ssl://127.0.0.1:{P}?verifyHostName=false", True),
+    ("ssl://127.0.0.1:{P}?socket.verifyHostName=false", True),
+    # Java 17: IntrospectionSupport cannot reach the internal SSLSocketImpl's setters.
+    ("ssl://localhost:{P}?socket.enabledProtocols=TLSv1.2", False),
+    ("ssl://localhost:{P}?socket.needClientAuth=false", False),
+    ("ssl://localhost:{P}?socket.tcpNoDelay=true", False),
+    ("ssl://localhost:{P}?socket.keepAlive=true", False),
+    ("ssl://localhost:{P}?tcpNoDelay=true&soTimeout=1000", True),
+    ("ssl://localhost:{P}?bogus=1", False),
+    ("ssl://localhost:{P}?socket.bogus=1", False),
+    ("ssl://127.0.0.1:{P}?verifyHostName=false&socket.verifyHostName=false", False),
+    ("failover:(ssl://localhost:{P})?nested.verifyHostName=false", True),
+]
+
+
+def test_ssl_urls_accepted_and_refused_as_by_the_java_client(
+    tls_broker: TlsBroker, tmp_path: Path
+) -> None:
+    subprocess.run(["javac", "-nowarn", "-d", str(tmp_path), "-cp", classpath(), str(JAVA)],
+                   check=True, capture_output=True)  # fmt: skip
+    urls = [url.replace("{P}", str(tls_broker.ssl_port)) for url, _ in SSL_TABLE]
+    result = subprocess.run(
+        ["java", f"-Djavax.net.ssl.trustStore={tls_broker.java_trust_store}",
+         "-Djavax.net.ssl.trustStorePassword=secret", "-Djavax.net.ssl.trustStoreType=pkcs12",
+         "-cp", f"{classpath()}:{tmp_path}", "UrlOptions"],
+        input="\n".join(urls) + "\n", capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    java = {line.split("\t")[1]: line.split("\t")[0] for line in result.stdout.splitlines()}
+    assert len(java) == len(urls), result.stdout + result.stderr[-2000:]
+    ours = {}
+    for url in urls:
+        try:
+            SslConnectionFactory(url, trust_store=str(tls_broker.ca)).create_connection().close()
+            ours[url] = "ACCEPTED"
+        except (OSError, OptionError):
+            ours[url] = "REFUSED"
+    assert ours == java
+    assert [java[url] == "ACCEPTED" for url in urls] == [accepted for _, accepted in SSL_TABLE]

@@ -261,11 +261,10 @@ SOCKET: dict[str, str | None] = {
     "keepAlive": BOOL, "oOBInline": BOOL, "receiveBufferSize": INT, "reuseAddress": BOOL,
     "sendBufferSize": INT, "soTimeout": INT, "tcpNoDelay": BOOL, "trafficClass": INT,
 }  # fmt: skip
-SSL_SOCKET: dict[str, str | None] = {
-    **SOCKET, "verifyHostName": BOOL, "enabledCipherSuites": STR, "enabledProtocols": STR,
-    "needClientAuth": BOOL, "wantClientAuth": BOOL, "useClientMode": BOOL,
-    "enableSessionCreation": BOOL,  # SSLSocket's
-}  # fmt: skip
+SSL_SOCKET: dict[str, str | None] = {}
+"""On an SSL socket Java 17 refuses every socket.* property: IntrospectionSupport cannot
+reach the setters of the JDK's internal SSLSocketImpl (only socket.verifyHostName, which
+SslTransport takes first, is accepted)."""
 FAILOVER: dict[str, str | None] = {
     "backup": BOOL, "backupPoolSize": INT, "initialReconnectDelay": LONG, "maxCacheSize": INT,
     "maxReconnectAttempts": INT, "maxReconnectDelay": LONG, "nestedExtraQueryOptions": STR,
@@ -456,8 +455,10 @@ def _member(uri: str, nested: str, top_level: bool) -> Member:
     _assign(member.transport, taken, member.ignored, "")
     socket_options = options.extract("socket.")
     if tls and "verifyHostName" in socket_options and "verifyHostName" not in taken:
-        # SslTransport's own rule: socket.verifyHostName stands in for the unset property.
-        member.transport.verifyHostName = (socket_options["verifyHostName"] or "").lower() == "true"
+        # SslTransport's own rule: socket.verifyHostName stands in for the unset property
+        # (set as well, it is left to the socket, which refuses it).
+        text = socket_options.pop("verifyHostName")
+        member.transport.verifyHostName = (text or "").lower() == "true"
     for name, text in socket_options.items():
         try:
             member.transport.socket[name] = java_value((SSL_SOCKET if tls else SOCKET).get(name),
@@ -465,7 +466,8 @@ def _member(uri: str, nested: str, top_level: bool) -> Member:
         except _Refused:
             # Java applies them to the socket when it connects: "Invalid socket parameters".
             raise OptionError(f"option socket.{name}={text} of {uri}: Invalid socket "
-                              "parameters (not a java.net.Socket property)") from None  # fmt: skip
+                              "parameters (no property Java can set on this socket)"
+                              ) from None  # fmt: skip
     member.transport.useInactivityMonitor = (
         options.left.pop("useInactivityMonitor", "true") == "true"
     )

@@ -23,7 +23,6 @@ accepted options dovecote acts on, and why the others are not: docs/client-optio
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import ssl
 from dataclasses import dataclass, field
@@ -512,8 +511,4 @@ def _connection_options(
     ignored.update({f"jms.blobTransferPolicy.{k}": str(v) for k, v in blob.items()})
     _assign(connection, options.take(CONNECTION_FACTORY, "jms."), ignored, "jms.")
     options.refuse_leftovers()
-    for name in ("optimizeAcknowledgeTimeOut",):
-        value = getattr(connection, name)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise OptionError(f"option jms.{name} takes an integer")
     return connection

@@ -25,6 +25,7 @@ from dovecote.client.connection import (
     Session,
 )
 from dovecote.client.destination_options import AnyDestination
+from dovecote.client.transport import JMSError
 from dovecote.core.destinations import Destination
 
 Listener = Callable[[Message], None] | Callable[[Message], Awaitable[None]]
@@ -56,6 +57,23 @@ class AsyncConnection:
 
     async def start(self) -> None:
         await asyncio.to_thread(self.sync.start)
+
+    def set_exception_listener(
+        self, listener: Callable[[JMSError], None] | Callable[[JMSError], Awaitable[None]] | None
+    ) -> None:
+        """As Connection.set_exception_listener; a coroutine function runs on this loop."""
+        if listener is None:
+            self.sync.set_exception_listener(None)
+            return
+        loop = asyncio.get_running_loop()
+
+        def relay(error: JMSError) -> None:
+            if inspect.iscoroutinefunction(listener):
+                asyncio.run_coroutine_threadsafe(listener(error), loop)
+            else:
+                loop.call_soon_threadsafe(listener, error)
+
+        self.sync.set_exception_listener(relay)
 
     async def stop(self) -> None:
         """Waits, off the loop, for a listener call in progress to return."""

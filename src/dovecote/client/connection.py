@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dovecote.client.consumer import MessageConsumer
@@ -31,6 +33,8 @@ from dovecote.protocol.openwire import schema as t
 
 if TYPE_CHECKING:
     from dovecote.client.advisories import TempDestinationWatcher
+
+log = logging.getLogger("dovecote.client")
 
 
 class ConnectionFactory:
@@ -80,6 +84,9 @@ class Connection:
         self._producers: dict[int, MessageProducer] = {}
         self._temp_ids = itertools.count(1)
         self.failure: Exception | None = None
+        self.exception_listener: Callable[[JMSError], None] | None = None
+        """Told of the connection's failure and of commands the broker refused
+        asynchronously (Connection.setExceptionListener); called on a thread of its own."""
         self.async_error: JMSError | None = None
         """The last asynchronous command the broker refused (a ConnectionError)."""
         self.closed = False
@@ -215,6 +222,12 @@ class Connection:
                 return
             attempts += 1
             if 0 <= failover.maxReconnectAttempts <= attempts:
+                self._tell_listener(
+                    JMSError(
+                        "javax.jms.JMSException",
+                        f"failover gave up after {attempts} attempts: {self.failure}",
+                    )
+                )
                 self.closed = True
                 self._connected.set()  # wake the waiters: they will find it closed
                 self._wake_consumers()
@@ -281,11 +294,33 @@ class Connection:
             if consumer is not None:
                 consumer._dispatched(s)
 
+    def set_exception_listener(self, listener: Callable[[JMSError], None] | None) -> None:
+        """As Connection.setExceptionListener: ``listener`` hears of the connection's loss
+        (with failover: once it has given up) and of commands the broker refused without
+        being asked for a response."""
+        self.exception_listener = listener
+
+    def _tell_listener(self, error: JMSError) -> None:
+        listener = self.exception_listener
+        if listener is None:
+            return
+
+        def run() -> None:
+            try:
+                listener(error)
+            except Exception:  # the application's: as in Java, it does not stop the client
+                log.warning("the connection's exception listener raised", exc_info=True)
+
+        threading.Thread(target=run, name="dovecote-exception-listener", daemon=True).start()
+
     def _on_failure(self, exc: Exception) -> None:
         if isinstance(exc, JMSError):
             # A ConnectionError: an asynchronous command failed; the connection is fine.
             self.async_error = exc
+            self._tell_listener(exc)
             return
+        if not self.closed and self.url.failover is None:
+            self._tell_listener(_as_jms_error(exc))
         self.failure = exc
         if self.url.failover is not None and not self.closed:
             if self._reconnecting.acquire(blocking=False):
@@ -350,3 +385,9 @@ __all__ = [
     "AckMode", "BodyType", "Connection", "ConnectionFactory", "Message", "MessageConsumer",
     "MessageProducer", "Session",
 ]  # fmt: skip
+
+
+def _as_jms_error(exc: Exception) -> JMSError:
+    """A transport's failure as the JMSException a Java listener gets (its IOException
+    wrapped)."""
+    return JMSError("javax.jms.JMSException", f"{type(exc).__name__}: {exc}")

@@ -27,6 +27,8 @@ class TempDestinationWatcher(MessageConsumer):
     """A consumer of the advisories in a session of its own; its messages never reach the
     application. Each is acknowledged as it is read."""
 
+    _takes_connection_settings = False
+
     def __init__(self, connection: Connection) -> None:
         self.active: set[Destination] = set()
         session = connection.create_session()
@@ -44,7 +46,9 @@ class TempDestinationWatcher(MessageConsumer):
                     self.active.add(destination)
                 elif info["operationType"] == REMOVE:
                     self.active.discard(destination)
-        self._send_ack(dispatch, STANDARD_ACK, 1, first=dispatch)
+        # One-way whatever jms.sendAcksAsync says (AdvisoryConsumer's own acks are): this
+        # runs on the reader thread, which could never read the answer it would wait for.
+        self.session.connection.oneway(self._ack(dispatch, STANDARD_ACK, 1, dispatch))
 
     def check(self, destination: Destination, verb: str) -> None:
         if destination.is_temporary and destination not in self.active:

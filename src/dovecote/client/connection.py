@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dovecote.client.consumer import MessageConsumer
+from dovecote.client.ids import IdGenerator
 from dovecote.client.message import AckMode, Message
 from dovecote.client.options import ConnectionOptions, parse_broker_url
 from dovecote.client.producer import MessageProducer
@@ -40,6 +41,12 @@ log = logging.getLogger("dovecote.client")
 class ConnectionFactory:
     def __init__(self, url: str = "tcp://127.0.0.1:61616") -> None:
         self.url = parse_broker_url(url)
+        options = self.url.connection
+        # One generator of each per factory, as ActiveMQConnectionFactory keeps them.
+        self.client_ids = IdGenerator(options.clientIDPrefix) if options.clientIDPrefix else None
+        self.connection_ids = (
+            IdGenerator(options.connectionIDPrefix) if options.connectionIDPrefix else None
+        )
 
     def create_connection(
         self, user: str | None = None, password: str | None = None, client_id: str | None = None
@@ -68,9 +75,15 @@ class Connection:
         url = factory.url
         self.url = url
         self.options: ConnectionOptions = url.connection
-        # Random per connection: forked processes (Spark's Python workers) share counters.
-        self.connection_id = f"ID:dovecote-py-{uuid.uuid4().hex[:16]}-{next(self._ids)}"
-        self.client_id = client_id or self.options.clientID or self.connection_id
+        if factory.connection_ids is not None:
+            self.connection_id = factory.connection_ids.generate()
+        else:
+            # Random per connection: forked processes (Spark's Python workers) share counters.
+            self.connection_id = f"ID:dovecote-py-{uuid.uuid4().hex[:16]}-{next(self._ids)}"
+        self.client_id = client_id or self.options.clientID or ""
+        if not self.client_id:  # as Java: a generated one only when none was given
+            ids = factory.client_ids
+            self.client_id = ids.generate() if ids is not None else self.connection_id
         self.client_id_set = bool(client_id or self.options.clientID)
         """Chosen by the application: durable subscriptions need it (as in JMS)."""
         self.started = False
@@ -96,8 +109,10 @@ class Connection:
         self._temp_destinations: dict[str, Structure] = {}
         """DestinationInfos of the temporary destinations this connection made, replayed
         after a failover before the consumers on them (ConnectionStateTracker's)."""
-        self.transport = self._open_transport(url.endpoints[0])
+        self.transport = self._first_transport()
         self._connected.set()
+        if self.transport.closed:  # lost before it was ours: its failure was not heard
+            self._on_failure(self.transport.failed or TransportClosedError("lost"))
         self.temp_watcher: TempDestinationWatcher | None = None
         if self.options.watchTopicAdvisories:
             from dovecote.client.advisories import TempDestinationWatcher
@@ -109,11 +124,55 @@ class Connection:
         if self.temp_watcher is not None:
             self.temp_watcher.check(destination, verb)
 
+    def _first_transport(self) -> ClientTransport:
+        """As FailoverTransport's first connection: passes over the URIs (shuffled when
+        ``randomize``), with the reconnect delays between them, until one connects or
+        ``startupMaxReconnectAttempts`` passes failed (when it is -1, ``maxReconnectAttempts``;
+        -1 there too: forever, bounded only by failover's ``timeout``); then the last
+        failure is raised. A refused ConnectionInfo is the application's error: raised."""
+        failover = self.url.failover
+        if failover is None:
+            return self._open_transport(self.url.endpoints[0])
+        limit = failover.startupMaxReconnectAttempts
+        if limit == -1:
+            limit = failover.maxReconnectAttempts
+        timeout = failover.timeout
+        deadline = time.monotonic() + timeout / 1000 if timeout > 0 else None
+        delay = failover.initialReconnectDelay / 1000
+        failures = 0
+        while True:
+            endpoints = list(self.url.endpoints)
+            if failover.randomize:
+                random.shuffle(endpoints)
+            for endpoint in endpoints:
+                try:
+                    return self._open_transport(endpoint)
+                except OSError as exc:
+                    failure = exc
+            failures += 1  # as Java counts: 0 and 1 both mean one pass
+            if limit != -1 and failures >= limit:
+                raise failure
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TransportClosedError(f"failover timed out connecting: {failure}")
+            time.sleep(delay)
+            if failover.useExponentialBackOff:
+                delay = min(delay * failover.reconnectDelayExponent,
+                            failover.maxReconnectDelay / 1000)  # fmt: skip
+
     def _open_transport(self, endpoint: tuple[str, str, int]) -> ClientTransport:
         _scheme, host, port = endpoint
         member = self.url.member(endpoint)  # this URI's own options (and failover's nested.*)
+        opened: list[ClientTransport] = []
+
+        def failed(exc: Exception) -> None:
+            # Only the current transport's failure matters: one the first connection gave
+            # up on (failover tries the next URI) must not start a reconnect.
+            if opened and opened[0] is getattr(self, "transport", None):
+                self._on_failure(exc)
+
         transport = ClientTransport(host, port, member.wire_format, member.transport,
-                                    self._on_command, self._on_failure)  # fmt: skip
+                                    self._on_command, failed)  # fmt: skip
+        opened.append(transport)
         transport.connect()
         transport.request(Structure(t.CONNECTION_INFO, {
             "connectionId": Structure(t.CONNECTION_ID, {"value": self.connection_id}),

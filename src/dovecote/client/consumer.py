@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from dovecote.client.channel import DispatchChannel, Empty
 from dovecote.client.destination_options import (
     AnyDestination,
+    connection_consumer_settings,
     consumer_settings,
     split_options,
 )
@@ -46,14 +47,11 @@ PULL_GRACE_S = 30.0
 DELIVERED_ACK, POISON_ACK, STANDARD_ACK, REDELIVERED_ACK, INDIVIDUAL_ACK = 0, 1, 2, 3, 4
 EXPIRED_ACK = 6
 
-CONSUMER_OPTIONS = {
-    "prefetchSize": int, "maximumPendingMessageLimit": int, "dispatchAsync": bool,
-    "selector": str, "noLocal": bool, "exclusive": bool, "retroactive": bool, "priority": int,
-}  # fmt: skip
-"""The ConsumerInfo fields a destination's ``consumer.*`` options may set."""
-
 
 class MessageConsumer:
+    _takes_connection_settings = True
+    """False for the advisory watcher, whose ConsumerInfo is Java's AdvisoryConsumer's."""
+
     def __init__(
         self,
         session: Session,
@@ -65,7 +63,7 @@ class MessageConsumer:
         *,
         no_local: bool = False,
         subscription_name: str | None = None,
-        exclusive: bool = False,
+        exclusive: bool | None = None,
         priority: int = 0,
     ) -> None:
         self.session = session
@@ -88,10 +86,14 @@ class MessageConsumer:
             "consumerId": self._cid, "destination": destination_structure(destination),
             "prefetchSize": prefetch, "selector": None, "dispatchAsync": True,
             "priority": priority, "browser": browser, "noLocal": no_local,
-            "exclusive": exclusive, "subscriptionName": subscription_name,
+            "exclusive": False, "subscriptionName": subscription_name,
             "clientId": connection.client_id, "maximumPendingMessageLimit": 0,
             "retroactive": False,
         }  # fmt: skip
+        if self._takes_connection_settings:
+            self.info.update(connection_consumer_settings(connection.options))
+        if exclusive is not None:
+            self.info["exclusive"] = exclusive
         self.info.update(consumer_settings(options))
         if selector and selector.strip():
             self.info["selector"] = selector
@@ -184,8 +186,9 @@ class MessageConsumer:
     def _stop(self) -> None:
         self._buffer.set_running(False)
 
-    @staticmethod
-    def _expired(dispatch: Structure) -> bool:
+    def _expired(self, dispatch: Structure) -> bool:
+        if not self.session.connection.options.consumerExpiryCheckEnabled:
+            return False  # jms.consumerExpiryCheckEnabled=false: handed out, as in Java
         expiration = dispatch["message"].get("expiration", 0) or 0
         return expiration > 0 and time.time() * 1000 > expiration
 
@@ -534,14 +537,14 @@ class MessageConsumer:
                     f"Delivery[{counter(newest)}] exceeds redelivery policy limit:"
                     f"{policy_text(policy)}, cause:null",
                 )
-                self.session._send_ack(poison)
+                self.session._send_ack(poison, lazy=True)
                 self._additional_window = max(0, self._additional_window - count)
                 self._redelivery_delay = 0
                 self._delivered_counter -= count
                 self._delivered.clear()
                 return
             if current > 0:
-                self.session._send_ack(self._ack(newest, REDELIVERED_ACK, count, oldest))
+                self.session._send_ack(self._ack(newest, REDELIVERED_ACK, count, oldest), lazy=True)
             again = list(self._delivered)
             self._delivered_counter -= count
             self._delivered.clear()

@@ -46,6 +46,17 @@ class OptionedDestination:
 AnyDestination = Destination | OptionedDestination
 
 
+def connection_consumer_settings(options: Any) -> dict[str, Any]:
+    """What the connection's ``jms.*`` options (a ConnectionOptions) put in every consumer's
+    ConsumerInfo, as ActiveMQMessageConsumer takes them from its connection (and session)
+    before the destination's ``consumer.*`` options."""
+    return {
+        "exclusive": options.exclusiveConsumer, "retroactive": options.useRetroactiveConsumer,
+        "dispatchAsync": options.dispatchAsync,
+        "maximumPendingMessageLimit": options.prefetchPolicy.maximumPendingMessageLimit,
+    }  # fmt: skip
+
+
 def split_options(destination: AnyDestination) -> tuple[Destination, dict[str, str]]:
     """The destination the broker sees, and the options named with it."""
     if isinstance(destination, OptionedDestination):

@@ -43,6 +43,9 @@ class PrefetchPolicy:
     topicPrefetch: int = 32767  # Short.MAX_VALUE, ActiveMQPrefetchPolicy.DEFAULT_TOPIC_PREFETCH
     durableTopicPrefetch: int = 100
     queueBrowserPrefetch: int = 500
+    maximumPendingMessageLimit: int = 0
+    """Every consumer's ConsumerInfo.maximumPendingMessageLimit (the broker's topic
+    subscriptions keep at most this many pending for a slow consumer; 0: no limit)."""
 
     def set_all(self, value: int) -> None:
         self.queuePrefetch = self.topicPrefetch = value
@@ -86,6 +89,13 @@ class ConnectionOptions:
     userName: str | None = None
     password: str | None = None
     closeTimeout: int = 15000
+    clientIDPrefix: str | None = None
+    connectionIDPrefix: str | None = None
+    exclusiveConsumer: bool = False
+    useRetroactiveConsumer: bool = False
+    disableTimeStampsByDefault: bool = False
+    consumerExpiryCheckEnabled: bool = True
+    sendAcksAsync: bool = True
     prefetchPolicy: PrefetchPolicy = field(default_factory=PrefetchPolicy)
     redeliveryPolicy: RedeliveryPolicy = field(default_factory=RedeliveryPolicy)
 

@@ -34,6 +34,9 @@ class MessageProducer:
         self.delivery_persistent = True
         self.priority = 4
         self.time_to_live = 0
+        self.disable_message_timestamp = session.connection.options.disableTimeStampsByDefault
+        """MessageProducer.setDisableMessageTimestamp: sent with timestamp 0, and no
+        expiration (Java computes it from the timestamp); the URL's default."""
         self._seq = itertools.count(1)
         self.window = session.connection.options.producerWindowSize
         self._outstanding = 0
@@ -74,7 +77,7 @@ class MessageProducer:
         self.session.connection.check_usable(target, "send to")
         persistent = self.delivery_persistent if persistent is None else persistent
         ttl = self.time_to_live if time_to_live is None else time_to_live
-        now = int(time.time() * 1000)
+        now = 0 if self.disable_message_timestamp else int(time.time() * 1000)
         seq = next(self._seq)
         pid = self._pid
         message_id = f"{pid['connectionId']}:{pid['sessionId']}:{pid['value']}:{seq}"
@@ -85,7 +88,7 @@ class MessageProducer:
             "transactionId": self.session._transaction_id(),
             "messageId": message_id_structure(message_id),
             "correlationId": message.correlation_id, "persistent": persistent,
-            "expiration": now + ttl if ttl > 0 else 0,
+            "expiration": now + ttl if ttl > 0 and now else 0,
             "priority": self.priority if priority is None else priority,
             "replyTo": destination_structure(message.reply_to), "timestamp": now,
             "type": message.type,

@@ -92,11 +92,12 @@ class Session:
         prefetch: int | None = None,
         *,
         no_local: bool = False,
-        exclusive: bool = False,
+        exclusive: bool | None = None,
         priority: int = 0,
     ) -> MessageConsumer:
         """A consumer. ``no_local``: not the messages this connection sent (topics);
-        ``exclusive``: the queue's only receiver while it lives; ``priority``: served before
+        ``exclusive``: the queue's only receiver while it lives (None: the URL's
+        ``jms.exclusiveConsumer``); ``priority``: served before
         lower-priority consumers of the queue."""
         self._check_open()
         self.connection.check_usable(split_options(destination)[0], "consume from")
@@ -289,8 +290,17 @@ class Session:
         for consumer in list(self._consumers):
             consumer.acknowledge()
 
-    def _send_ack(self, ack: Structure) -> None:
-        self.connection.oneway(ack)
+    def _send_ack(self, ack: Structure, lazy: bool = False) -> None:
+        """As ActiveMQSession.sendAck: one-way unless ``jms.sendAcksAsync=false``, when the
+        ack waits for the broker's answer (a refused one raises here); a transacted
+        session's and a rollback's (``lazy``) acks are one-way whatever it says."""
+        # On the transport's reader thread (an ack of a message expired on arrival) waiting
+        # would wait for itself: one-way there too.
+        on_reader = threading.current_thread().name == "dovecote-client-reader"
+        if lazy or self.connection.options.sendAcksAsync or self.transacted or on_reader:
+            self.connection.oneway(ack)
+        else:
+            self.connection.request(ack)
 
     # -- temporary destinations -------------------------------------------------------------
 

@@ -213,8 +213,11 @@ def test_disabled_timestamps_send_zero_and_no_expiration(
         assert timed is not None and timed.timestamp >= before and timed.expiration > 0
 
 
-def _expired_in_the_buffer(url: str, name: str) -> tuple[Message | None, list[int]]:
-    """A message that expires while prefetched, then received; and the acks sent after."""
+def _expired_in_the_buffer(
+    url: str, name: str, wire: Wire
+) -> tuple[Message | None, list[tuple[int, bool]]]:
+    """A message that expires while prefetched, then received; and the acks sent after
+    (their type, and whether they waited for the broker)."""
     with _connect(url) as conn:
         session = conn.create_session()
         q = session.queue(name)
@@ -228,24 +231,30 @@ def _expired_in_the_buffer(url: str, name: str) -> tuple[Message | None, list[in
         expiration = message["message"]["expiration"] if message is not None else 0
         while time.time() * 1000 <= expiration + 50:  # until the client's clock says expired
             time.sleep(0.02)
-        acks: list[Structure] = []
-        oneway = conn.transport.oneway
-        conn.transport.oneway = lambda s: (acks.append(s), oneway(s))[1]  # type: ignore[method-assign]
+        wire.commands.clear()
         got = consumer.receive(0.5)
-        return got, [a["ackType"] for a in acks if a.type == t.MESSAGE_ACK]
+        return got, [(a["ackType"], a["responseRequired"]) for a in wire.of(t.MESSAGE_ACK)]
 
 
-def test_expiry_check_disabled_hands_out_the_expired_message(broker_url: str, name: str) -> None:
-    got, acks = _expired_in_the_buffer(
-        _with(broker_url, "jms.consumerExpiryCheckEnabled=false"), name
-    )
+def test_expiry_check_disabled_hands_out_the_expired_message(
+    broker_url: str, name: str, wire: Wire
+) -> None:
+    url = _with(broker_url, "jms.consumerExpiryCheckEnabled=false")
+    got, acks = _expired_in_the_buffer(url, name, wire)
     assert got is not None and got.text == "short"
-    assert acks == [STANDARD]
+    assert acks == [(STANDARD, False)]
 
 
-def test_expiry_check_enabled_acks_it_expired(broker_url: str, name: str) -> None:
-    got, acks = _expired_in_the_buffer(broker_url, name)
-    assert got is None and acks == [EXPIRED]
+def test_expiry_check_enabled_acks_it_expired(broker_url: str, name: str, wire: Wire) -> None:
+    got, acks = _expired_in_the_buffer(broker_url, name, wire)
+    assert got is None and acks == [(EXPIRED, False)]
+
+
+def test_with_acks_that_wait_the_expired_ack_waits_too(
+    broker_url: str, name: str, wire: Wire
+) -> None:
+    got, acks = _expired_in_the_buffer(_with(broker_url, "jms.sendAcksAsync=false"), name, wire)
+    assert got is None and acks == [(EXPIRED, True)]
 
 
 # -- 4. jms.sendAcksAsync ---------------------------------------------------------------------
@@ -263,8 +272,6 @@ def _acks_sent(url: str, wire: Wire, name: str, transacted: bool = False) -> lis
         assert got is not None
         if transacted:
             session.commit()
-        # A wait for the broker's answer shows in the next command: none is sent before it.
-        conn.create_session().close()
         return [a["responseRequired"] for a in wire.of(t.MESSAGE_ACK)
                 if a["destination"]["physicalName"] == name]  # fmt: skip
 
@@ -280,6 +287,34 @@ def test_send_acks_async_false_waits_for_the_broker(broker_url: str, wire: Wire,
 def test_a_transacted_sessions_acks_stay_one_way(broker_url: str, wire: Wire, name: str) -> None:
     acks = _acks_sent(_with(broker_url, "jms.sendAcksAsync=false"), wire, name, transacted=True)
     assert acks and not any(acks)
+
+
+def test_a_listener_and_client_acks_wait_too(broker_url: str, wire: Wire, name: str) -> None:
+    """Acks that wait, from the listener's thread and from acknowledge(): every message
+    is acked, none hangs (the reader thread reads their answers)."""
+    with _connect(_with(broker_url, "jms.sendAcksAsync=false&jms.prefetchPolicy.all=2")) as conn:
+        session = conn.create_session()
+        queue = session.queue(name)
+        producer = session.create_producer(queue)
+        for i in range(5):
+            producer.send(f"m{i}")
+        heard: list[str] = []
+        done = threading.Event()
+
+        def listen(message: Message) -> None:
+            heard.append(message.text)
+            if len(heard) == 5:
+                done.set()
+
+        session.create_consumer(queue).set_message_listener(listen)
+        assert done.wait(10) and heard == [f"m{i}" for i in range(5)]
+        client = conn.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+        session.create_producer(client.queue(name + ".client")).send("c")
+        got = client.create_consumer(client.queue(name + ".client")).receive(10)
+        assert got is not None
+        got.acknowledge()
+        acks = [(a["ackType"], a["responseRequired"]) for a in wire.of(t.MESSAGE_ACK)]
+        assert [a for a in acks if a[0] == STANDARD] == [(STANDARD, True)] * 6
 
 
 # -- 5. failover's startupMaxReconnectAttempts ------------------------------------------------

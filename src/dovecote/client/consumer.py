@@ -49,8 +49,7 @@ EXPIRED_ACK = 6
 
 
 class MessageConsumer:
-    _takes_connection_settings = True
-    """False for the advisory watcher, whose ConsumerInfo is Java's AdvisoryConsumer's."""
+    _takes_connection_settings = True  # not the advisory watcher: AdvisoryConsumer's own
 
     def __init__(
         self,
@@ -91,9 +90,7 @@ class MessageConsumer:
             "retroactive": False,
         }  # fmt: skip
         if self._takes_connection_settings:
-            self.info.update(connection_consumer_settings(connection.options))
-        if exclusive is not None:
-            self.info["exclusive"] = exclusive
+            self.info.update(connection_consumer_settings(connection.options, exclusive))
         self.info.update(consumer_settings(options))
         if selector and selector.strip():
             self.info["selector"] = selector
@@ -160,8 +157,10 @@ class MessageConsumer:
     def _dispatched(self, dispatch: Structure) -> None:
         message = dispatch["message"]
         listening = self._listener is not None and self._buffer.running
-        if message is not None and not listening and self._expired(dispatch):
-            # Expired in our buffer before anyone took it: acked as expired, never handed out.
+        # Expired in our buffer before anyone took it: acked as expired, never handed out;
+        # by receive with sendAcksAsync=false (its wait for an answer may hold our lock).
+        sync_acks = not self.session.connection.options.sendAcksAsync
+        if message is not None and not listening and not sync_acks and self._expired(dispatch):
             self._before_consumed(dispatch)
             self._after_consumed(dispatch, expired=True)
             if self.prefetch == 0:
@@ -187,10 +186,9 @@ class MessageConsumer:
         self._buffer.set_running(False)
 
     def _expired(self, dispatch: Structure) -> bool:
-        if not self.session.connection.options.consumerExpiryCheckEnabled:
-            return False  # jms.consumerExpiryCheckEnabled=false: handed out, as in Java
         expiration = dispatch["message"].get("expiration", 0) or 0
-        return expiration > 0 and time.time() * 1000 > expiration
+        checked = self.session.connection.options.consumerExpiryCheckEnabled  # false: handed out
+        return checked and expiration > 0 and time.time() * 1000 > expiration
 
     # -- receive --------------------------------------------------------------------------
 

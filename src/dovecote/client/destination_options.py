@@ -46,12 +46,13 @@ class OptionedDestination:
 AnyDestination = Destination | OptionedDestination
 
 
-def connection_consumer_settings(options: Any) -> dict[str, Any]:
+def connection_consumer_settings(options: Any, exclusive: bool | None) -> dict[str, Any]:
     """What the connection's ``jms.*`` options (a ConnectionOptions) put in every consumer's
     ConsumerInfo, as ActiveMQMessageConsumer takes them from its connection (and session)
-    before the destination's ``consumer.*`` options."""
+    before the destination's ``consumer.*`` options; ``exclusive`` given wins."""
     return {
-        "exclusive": options.exclusiveConsumer, "retroactive": options.useRetroactiveConsumer,
+        "exclusive": options.exclusiveConsumer if exclusive is None else exclusive,
+        "retroactive": options.useRetroactiveConsumer,
         "dispatchAsync": options.dispatchAsync,
         "maximumPendingMessageLimit": options.prefetchPolicy.maximumPendingMessageLimit,
     }  # fmt: skip

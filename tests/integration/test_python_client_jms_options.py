@@ -227,8 +227,8 @@ def _expired_in_the_buffer(
         while len(consumer._buffer) < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert len(consumer._buffer) == 1
-        (message,) = [m for m in consumer._buffer._items if m is not None] or [None]
-        expiration = message["message"]["expiration"] if message is not None else 0
+        (message,) = [m for m in consumer._buffer._items if m is not None]
+        expiration = message["message"]["expiration"]
         while time.time() * 1000 <= expiration + 50:  # until the client's clock says expired
             time.sleep(0.02)
         wire.commands.clear()

@@ -317,6 +317,22 @@ def test_a_listener_and_client_acks_wait_too(broker_url: str, wire: Wire, name: 
         assert [a for a in acks if a[0] == STANDARD] == [(STANDARD, True)] * 6
 
 
+def test_the_acks_a_close_delivers_stay_one_way(broker_url: str, wire: Wire, name: str) -> None:
+    """As Java's deliverAcks (sendAck lazily): an optimized consumer's batch, acked at close."""
+    url = _with(broker_url, "jms.sendAcksAsync=false&jms.optimizeAcknowledge=true")
+    with _connect(url) as conn:
+        session = conn.create_session()
+        queue = session.queue(name)
+        session.create_producer(queue).send("batched")
+        consumer = session.create_consumer(queue)
+        assert consumer.receive(10) is not None
+        assert wire.of(t.MESSAGE_ACK) == []  # the batch is not due yet
+        consumer.close()
+        assert [(a["ackType"], a["responseRequired"]) for a in wire.of(t.MESSAGE_ACK)] == [
+            (STANDARD, False)
+        ]
+
+
 # -- 5. failover's startupMaxReconnectAttempts ------------------------------------------------
 
 

@@ -599,7 +599,7 @@ class MessageConsumer:
             elif self._pending_ack is not None and self._pending_ack["ackType"] == STANDARD_ACK:
                 ack, self._pending_ack = self._pending_ack, None
         if ack is not None:
-            self.session._send_ack(ack)
+            self.session._send_ack(ack, lazy=True)  # deliverAcks: never waits, as in Java
 
     def close(self) -> None:
         if self.closed:

@@ -105,17 +105,38 @@ def test_mixed_sends_in_one_write_keep_their_order(tmp_path: Path) -> None:
         assert bodies == [f"m{i}" for i in range(600)] + ["last"]
 
 
-def test_sends_before_a_bad_frame_are_delivered_and_none_after(tmp_path: Path) -> None:
+def test_sends_before_an_unreadable_frame_are_delivered_and_none_after(tmp_path: Path) -> None:
     frames = [_send("/queue/before", f"m{i}", False) for i in range(50)]
-    frames.append(_send("/nowhere/x", "bad", False))
+    frames.append(_send("/queue/before", "bad", False, "bad header line\n"))
     frames += [_send("/queue/before", f"after{i}", False) for i in range(5)]
     with running_broker(workdir=tmp_path) as broker, Client(broker.stomp_address) as client:
         with _raw_connection(broker.stomp_address) as sock:
             sock.sendall(b"".join(frames))
             error = _read_frame(sock, bytearray())
-            assert error.startswith(b"ERROR") and b"illegal destination" in error
+            assert error.startswith(b"ERROR") and b"header" in error
         client.subscribe("/queue/before")
         assert [m.body for m in client.receive_n(50)] == [f"m{i}" for i in range(50)]
+        assert client.nothing_more()
+
+
+def test_a_refused_send_among_pipelined_ones_leaves_the_others_in_order(tmp_path: Path) -> None:
+    """A well-formed send the broker refuses (its transaction was never begun) gets an
+    ERROR, and the sends around it are delivered in order: the connection goes on, as
+    ActiveMQ's does."""
+    frames = [_send("/queue/around", f"m{i}", i % 2 == 0) for i in range(50)]
+    frames.append(_send("/queue/around", "refused", False, "transaction:ghost\n"))
+    frames += [_send("/queue/around", f"after{i}", False) for i in range(5)]
+    frames.append(_send("/queue/around", "last", False, "receipt:r1\n"))
+    with running_broker(workdir=tmp_path) as broker, Client(broker.stomp_address) as client:
+        client.subscribe("/queue/around")
+        with _raw_connection(broker.stomp_address) as sock:
+            sock.sendall(b"".join(frames))
+            buffer = bytearray()
+            error = _read_frame(sock, buffer)
+            assert error.startswith(b"ERROR") and b"ghost" in error
+            assert b"receipt-id:r1" in _read_frame(sock, buffer)
+        expected = [f"m{i}" for i in range(50)] + [f"after{i}" for i in range(5)] + ["last"]
+        assert [m.body for m in client.receive_n(56)] == expected
         assert client.nothing_more()
 
 

@@ -110,7 +110,9 @@ def test_a_full_disk_fails_the_send_with_its_reason_and_serves_on(
         log = broker.log_text()
         assert f"the store could not write: {reason}" in log
         assert "Traceback" not in log
-    # Everything whose send returned is there after a restart (but the first, consumed).
+    # Everything whose send returned is there after a restart; the first was consumed while
+    # the disk was full, and its ack (nobody waits for it) may have been refused: at least
+    # once, it may come back.
     with running_broker(config, workdir=small_disk) as broker:
         url = f"tcp://127.0.0.1:{broker.openwire_port}"
         with ConnectionFactory(url).create_connection() as conn:
@@ -120,4 +122,4 @@ def test_a_full_disk_fails_the_send_with_its_reason_and_serves_on(
             bodies = []
             while (message := consumer.receive(2)) is not None:
                 bodies.append(message.body)
-            assert bodies == stored[1:]
+            assert bodies in (stored, stored[1:]), [b[:8] for b in bodies]

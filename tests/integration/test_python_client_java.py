@@ -58,8 +58,9 @@ def test_python_to_java(broker: BrokerProcess, peer: Path) -> None:
         session.create_producer(session.queue(name)).send(Message(body, properties=properties))
     names, entries, group = java(peer, "receive", str(broker.openwire_port), name)
     assert names.split() == [
-        "JMSXGroupID=String:g", "JMSXGroupSeq=Integer:2", "JMSXUserID=String:alice", "b=Byte:5", "d=Double:2.25",
-        "f=Float:1.5", "i=Integer:7", "l=Long:1099511627776", "s=Short:-3",
+        "JMSXGroupID=String:g", "JMSXGroupSeq=Integer:2", "JMSXUserID=String:alice",
+        "b=Byte:5", "d=Double:2.25", "f=Float:1.5", "i=Integer:7", "l=Long:1099511627776",
+        "s=Short:-3",
     ]  # fmt: skip
     assert entries.split() == ["f=Float:1.5", "i=Integer:7", "l=Long:1099511627776"]
     assert group == "group=g seq=2 count=1"  # in the group fields, as Java puts them

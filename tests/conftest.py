@@ -10,7 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from activemq import running_activemq
 from brokers import BrokerProcess, running_broker
+from differ import Peers
 from stompclient import Client
 
 # Destination policies the conformance suite relies on: individual DLQs for "indiv.>" queues,
@@ -85,3 +87,29 @@ def log_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(os, "fsync", counting_fsync)
     return synced
+
+
+# The pair of brokers the differential suite and the client suites share, started once for
+# the whole run. ActiveMQ as every suite configures it (priority-ordered queues,
+# ``prioritizedMessages``, dovecote's only ordering: a difference of defaults on purpose,
+# SPEC C8; the statistics plugin); dovecote as the ActiveMQ beside it: the pending limit on
+# topics that ActiveMQ's distribution sets (a subscriber's own limit needs one), and the
+# scheduler on in both (SPEC D5).
+PEER_CONFIG = """
+[broker]
+scheduler_support = true
+
+[[policy.entries]]
+pattern = ">"
+queues = false
+pending_message_limit = 1000
+"""
+
+
+@pytest.fixture(scope="session")
+def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
+    with (
+        running_activemq(scheduler_support=True, topic_pending_limit=1000) as amq,
+        running_broker(PEER_CONFIG, workdir=tmp_path_factory.mktemp("peers")) as ours,
+    ):
+        yield Peers((ours.openwire_port, ours.stomp_port), (amq.openwire_port, amq.stomp_port))

@@ -7,12 +7,11 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from activemq import running_activemq
 from brokers import running_broker
 from dovecote.client import (
     AckMode,
@@ -23,18 +22,6 @@ from dovecote.client import (
     parse_broker_url,
 )
 from dovecote.client.aio import AsyncConnectionFactory
-
-
-@pytest.fixture(scope="module", params=["dovecote", "activemq"])
-def broker_url(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    if request.param == "dovecote":
-        with running_broker(workdir=tmp_path_factory.mktemp("client")) as broker:
-            yield f"tcp://127.0.0.1:{broker.openwire_port}"
-    else:
-        with running_activemq() as amq:
-            yield f"tcp://127.0.0.1:{amq.openwire_port}"
 
 
 @pytest.fixture

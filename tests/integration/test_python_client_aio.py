@@ -6,28 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
-from activemq import running_activemq
-from brokers import running_broker
 from dovecote.client import AckMode, Message
 from dovecote.client.aio import AsyncConnectionFactory
 
 NO_DELAY = "jms.redeliveryPolicy.initialRedeliveryDelay=0"
-
-
-@pytest.fixture(scope="module", params=["dovecote", "activemq"])
-def broker_url(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    if request.param == "dovecote":
-        with running_broker(workdir=tmp_path_factory.mktemp("aio")) as broker:
-            yield f"tcp://127.0.0.1:{broker.openwire_port}"
-    else:
-        with running_activemq() as amq:
-            yield f"tcp://127.0.0.1:{amq.openwire_port}"
 
 
 @pytest.fixture

@@ -14,26 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from activemq import running_activemq
-from brokers import running_broker
 from dovecote.client import AckMode, Connection, ConnectionFactory, Message
 from dovecote.client.transport import ClientTransport
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
 
 STANDARD, EXPIRED = 2, 6
-
-
-@pytest.fixture(scope="module", params=["dovecote", "activemq"])
-def broker_url(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    if request.param == "dovecote":
-        with running_broker(workdir=tmp_path_factory.mktemp("jms")) as broker:
-            yield f"tcp://127.0.0.1:{broker.openwire_port}"
-    else:
-        with running_activemq() as amq:
-            yield f"tcp://127.0.0.1:{amq.openwire_port}"
 
 
 @pytest.fixture

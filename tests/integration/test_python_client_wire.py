@@ -7,31 +7,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from activemq import running_activemq
-from brokers import running_broker
 from dovecote.client import AckMode, Connection, ConnectionFactory, JMSError, Message
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
 
 DELIVERED, STANDARD, REDELIVERED, EXPIRED = 0, 2, 3, 6
-
-
-@pytest.fixture(scope="module", params=["dovecote", "activemq"])
-def broker_url(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    if request.param == "dovecote":
-        with running_broker(workdir=tmp_path_factory.mktemp("wire")) as broker:
-            yield f"tcp://127.0.0.1:{broker.openwire_port}"
-    else:
-        with running_activemq() as amq:
-            yield f"tcp://127.0.0.1:{amq.openwire_port}"
 
 
 @pytest.fixture

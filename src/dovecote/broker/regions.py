@@ -24,6 +24,7 @@ from dovecote.broker.sequencer import Sequencer
 from dovecote.broker.topic import TopicSubscription
 from dovecote.broker.usage import SystemUsage, TempStore, Usage
 from dovecote.core.destinations import Destination, destination_matches
+from dovecote.core.errors import DovecoteError
 from dovecote.core.ids import ConsumerId
 from dovecote.core.message import Message
 from dovecote.store.api import (
@@ -92,6 +93,8 @@ class Regions:
         self.topic_stats: dict[Destination, QueueStats] = {}
         """Counters per topic (queues keep their own); a topic exists once sent to."""
         self._topic_seq = count(1)
+        self._unreadable: set[Destination] = set()
+        """Queues whose stored messages the store could not read (logged once until it can)."""
 
     def load(self, recovered: RecoveredState | PagedRecovery) -> None:
         """Fill the destinations from what the store recovered at start: whole messages, or
@@ -164,7 +167,18 @@ class Regions:
                     limit = 1
             # Never past the messages counted: the index may already hold a message whose
             # send has not come back from the store to be counted (and held) yet.
-            page = reader(queue.destination, queue.stored_from, min(limit, queue.stored))
+            try:
+                page = reader(queue.destination, queue.stored_from, min(limit, queue.stored))
+            except (DovecoteError, OSError) as exc:
+                # The store cannot read now (a full disk holding its index back): the
+                # messages wait there, the next dispatch tries again, and the connection
+                # that set this dispatch off is not the one to hear of it.
+                if queue.destination not in self._unreadable:
+                    self._unreadable.add(queue.destination)
+                    log.warning("%s: %d stored messages cannot be read now (%s); they wait",
+                                queue.destination, queue.stored, exc)  # fmt: skip
+                return
+            self._unreadable.discard(queue.destination)
             if page.lost:
                 # Damaged in the store (which logged them and dropped them): no longer held.
                 queue.stored -= page.lost

@@ -73,5 +73,7 @@ def test_unreadable_frame_ends_the_connection(ports: dict[str, int], broker: str
     with pytest.raises(EOFError):
         while True:
             said.append(peer.next(timeout=10).type)
+    # ActiveMQ may send a BrokerInfo (or a keep-alive) at any moment: not an answer.
+    said = [kind for kind in said if kind not in (t.BROKER_INFO, t.KEEP_ALIVE_INFO)]
     assert said == ([t.EXCEPTION_RESPONSE] if broker == "dovecote" else [])
     peer.close()

@@ -31,7 +31,7 @@ class Client:
         hdrs = tuple((k.replace("_", "-"), v) for k, v in headers.items())
         request = self.converter.on_frame(Frame(command, hdrs, body))
         if request.connect is not None:
-            self.broker.add_connection(request.connect, self._dispatch)
+            await self.broker.add_connection(request.connect, self._dispatch)
         for cmd in request.commands:
             await self.broker.process(self.converter.connection_id, cmd)
         if request.reply is not None:

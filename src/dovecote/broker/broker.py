@@ -22,14 +22,17 @@ from itertools import count
 from dovecote.broker import stats, streams
 from dovecote.broker.acks import settle_ack
 from dovecote.broker.connection import (
+    NO_PEER,
     ConnectionState,
     ConsumerRecord,
     LocalTransaction,
     Origin,
+    Peer,
 )
 from dovecote.broker.consumer import Consumer, DispatchSink, Entry, handed_over, release_all
 from dovecote.broker.plugins import BrokerPlugin, PluginChain
 from dovecote.broker.policy import BrokerSettings
+from dovecote.broker.query import BrokerQuery
 from dovecote.broker.queue import Queue
 from dovecote.broker.regions import Regions, log_failure, now_ms
 from dovecote.broker.topic import TopicSubscription, pending_limit
@@ -98,6 +101,8 @@ class Broker:
         self._advisory_producer = f"{self.ids.next_name()}:0:0"
         self._advisory_seq = count(1)
         self.statistics_producer = f"{self.ids.next_name()}:0:0"
+        self.query = BrokerQuery(self)
+        """The read-only view for everything outside broker/ (admin API, metrics, plugins)."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -133,13 +138,17 @@ class Broker:
 
     # -- connections -----------------------------------------------------------------------
 
-    def add_connection(self, info: ConnectionInfo, sink: DispatchSink) -> ConnectionState:
+    async def add_connection(
+        self, info: ConnectionInfo, sink: DispatchSink, peer: Peer = NO_PEER
+    ) -> ConnectionState:
+        """Register a connection; the plugins may refuse it first (authentication)."""
         if info.connection_id in self._connections:
             raise BrokerError(f"connection {info.connection_id} already exists")
         client_id = info.client_id or str(info.connection_id)
+        state = ConnectionState(info, sink, client_id, peer)
+        await self.plugins.on_connect(state)
         if client_id in self._client_ids:
             raise InvalidClientIdError(f"client id {client_id!r} is already connected")
-        state = ConnectionState(info, sink, client_id)
         self._connections[info.connection_id] = state
         self._client_ids[client_id] = info.connection_id
         return state
@@ -158,14 +167,20 @@ class Broker:
         self._client_ids.pop(state.client_id, None)
         # Detach every consumer first, so that nothing redelivered below is dispatched back
         # to a consumer of this closing connection.
+        infos = [self._consumers[c].consumer.info for c in state.consumers if c in self._consumers]
         returned = [self._detach_consumer(state, c) for c in list(state.consumers)]
         for transaction_id in list(state.transactions):
             tx = state.transactions.pop(transaction_id)
             await self.regions.rollback(tx, True, self._consumers)
         for origin, entries in returned:
             await self._give_back(origin, entries, last_delivered)
+        for info in infos:
+            await self.plugins.on_remove_consumer(state, info)
+        for producer_id in list(state.producers):
+            await self.plugins.on_remove_producer(state, producer_id)
         for destination in list(state.temp_destinations):
             await self._remove_destination(destination)
+        await self.plugins.on_disconnect(state)
 
     async def process(self, connection_id: ConnectionId, command: Command) -> None:
         state = self._connections.get(connection_id)
@@ -183,6 +198,7 @@ class Broker:
             case ConsumerInfo():
                 await self._add_consumer(state, command)
             case ProducerInfo(producer_id=producer_id, destination=destination):
+                await self.plugins.on_add_producer(state, command)
                 state.producers[producer_id] = destination
             case SessionInfo(session_id=session_id):
                 state.sessions.add(session_id)
@@ -193,8 +209,10 @@ class Broker:
             case RemoveSubscriptionInfo():
                 await self._remove_durable(command.client_id, command.subscription_name)
             case DestinationInfo(destination=destination, add=True):
+                await self.plugins.on_add_destination(state, destination)
                 await self._add_temp_destination(state, destination)
             case DestinationInfo(destination=destination, add=False):
+                await self.plugins.on_remove_destination(state, destination)
                 await self._remove_destination(destination)
             case ConnectionInfo():
                 raise BrokerError("connection is already open")
@@ -209,18 +227,23 @@ class Broker:
             case ConsumerId():
                 await self._remove_consumer(state, object_id, last_delivered)
             case ProducerId():
-                state.producers.pop(object_id, None)
+                if object_id in state.producers:
+                    del state.producers[object_id]
+                    await self.plugins.on_remove_producer(state, object_id)
             case SessionId():
                 state.sessions.discard(object_id)
                 for consumer_id in [c for c in state.consumers if c.session_id == object_id]:
                     await self._remove_consumer(state, consumer_id, last_delivered)
-                state.producers = {
-                    p: d for p, d in state.producers.items() if p.session_id != object_id
-                }
+                for producer_id in [p for p in state.producers if p.session_id == object_id]:
+                    del state.producers[producer_id]
+                    await self.plugins.on_remove_producer(state, producer_id)
             case ConnectionId():
                 await self.remove_connection(object_id, last_delivered)
 
     # -- destinations ----------------------------------------------------------------------
+
+    def temp_destination_open(self, destination: Destination) -> bool:
+        return destination in self._temp_owners
 
     def _check_usable(self, destination: Destination) -> None:
         if destination.is_temporary and destination not in self._temp_owners:
@@ -290,6 +313,8 @@ class Broker:
         message = command.message
         for destination in message.destination.components():
             self._check_usable(destination)
+        if self.plugins.checks_sends:
+            self.plugins.check_send(state, message)
         if self.plugins.intercepts_sends and await self.plugins.on_send(state, command):
             return  # a plugin took it over (the scheduler holds it back)
         if message.reply_to is not None:
@@ -321,11 +346,14 @@ class Broker:
     def admit_send_now(self, connection_id: ConnectionId, command: SendMessage) -> bool:
         """``admit_send`` when nothing need wait (as for nearly every send): True once the
         send is admitted; False when the caller must await ``admit_send`` instead."""
-        if connection_id not in self._connections:
+        state = self._connections.get(connection_id)
+        if state is None:
             raise BrokerError(f"connection {connection_id} is not open")
         message = command.message
         for destination in message.destination.components():
             self._check_usable(destination)
+        if self.plugins.checks_sends:
+            self.plugins.check_send(state, message)
         return not command.flow_control or self.regions.admits_now(message)
 
     def has_headroom(self, message: Message, margin: int) -> bool:
@@ -409,6 +437,7 @@ class Broker:
             raise BrokerError(
                 f"cannot consume from temporary destination {destination} of another connection"
             )
+        await self.plugins.on_add_consumer(state, info)
         consumer = Consumer(info, state.sink)
         if info.browser:
             await self._browse(consumer)
@@ -476,9 +505,12 @@ class Broker:
         consumer_id: ConsumerId,
         last_delivered: int = LAST_DELIVERED_UNKNOWN,
     ) -> None:
+        record = self._consumers.get(consumer_id)
         origin, returned = self._detach_consumer(state, consumer_id)
         await self._give_back(origin, returned, last_delivered)
         await self.regions.dispatch(origin)
+        if record is not None:
+            await self.plugins.on_remove_consumer(state, record.consumer.info)
 
     async def _give_back(self, origin: Origin, entries: list[Entry], last_delivered: int) -> None:
         """Return a leaving consumer's messages: those its application was handed are
@@ -621,7 +653,6 @@ class Broker:
             raise UnknownTransactionError(f"transaction {tid.value} is not open")
         if info.type is TransactionType.COMMIT:
             await self.regions.commit(tx)
-            if self.plugins.plugins:
-                await self.plugins.after_commit(state, tx)
+            await self.plugins.after_commit(state, tx)
         else:
             await self.regions.rollback(tx, info.redeliver_acked, self._consumers)

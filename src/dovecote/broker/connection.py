@@ -39,11 +39,39 @@ class LocalTransaction:
     acks: list[TransactedAck] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """What the transport knows of the other end of a connection, for plugins (security
+    names a user by a client certificate; the console lists addresses)."""
+
+    address: str = ""
+    """host:port of the remote end ("" when there is no socket: in-process tests)."""
+    protocol: str = ""
+    """openwire or stomp."""
+    tls: bool = False
+    certificate_subject: str | None = None
+    """The verified client certificate's subject (RFC 4514, CN=alice,O=example), if any."""
+
+
+NO_PEER = Peer()
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a connection acts as, once authenticated: the user and the groups it is in."""
+
+    user: str
+    groups: frozenset[str] = frozenset()
+
+
 @dataclass(slots=True)
 class ConnectionState:
     info: ConnectionInfo
     sink: DispatchSink
     client_id: str
+    peer: Peer = NO_PEER
+    principal: Principal | None = None
+    """Set by an authentication plugin in ``on_connect``; None without one."""
     sessions: set[SessionId] = field(default_factory=set)
     consumers: set[ConsumerId] = field(default_factory=set)
     producers: dict[ProducerId, Destination | None] = field(default_factory=dict)

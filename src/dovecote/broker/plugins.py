@@ -1,22 +1,34 @@
 """Broker plugins: behaviour that sits in front of the broker's routing, as ActiveMQ's
 BrokerFilter chain does (its SchedulerBroker, security and advisory brokers each wrap the
-next one).
+next one). This is the one seam for cross-cutting features: security, advisories,
+statistics, stream requests, the scheduler, bridges.
 
-A plugin subclasses ``BrokerPlugin`` and overrides the hooks it needs; the broker owns a
-``PluginChain`` and calls it at a few seams:
+A plugin subclasses ``BrokerPlugin`` and overrides only the hooks it needs; the chain calls
+a hook only on the plugins that override it, so a hook nobody uses costs a loop over an
+empty tuple (and the per-message ones, not even that: the broker tests a flag first).
 
 - ``start(broker)`` once the store is recovered, ``stop()`` first thing when the broker
   stops (in reverse order);
+- ``on_connect(state)`` before a connection is registered (``state.peer`` says where it
+  comes from; an authentication plugin sets ``state.principal``); raising refuses it;
+  ``on_disconnect(state)`` once a registered connection and all it owned are gone;
+- ``on_add_consumer(state, info)`` / ``on_add_producer(state, info)`` before the consumer
+  or producer exists (raising refuses it); ``on_remove_consumer`` / ``on_remove_producer``
+  after it is gone;
+- ``on_add_destination(state, destination)`` before a destination is created on request
+  (a DestinationInfo: temporary destinations), ``on_remove_destination`` before one is
+  removed on request; raising refuses either;
+- ``check_send(state, message)`` for every send as it is admitted, before anything is
+  stored: raising refuses the send (synchronous and per message: cache decisions);
 - ``on_send(state, command)`` before a send is routed: True means the plugin took the
   message over (the broker routes nothing for it). ``state`` is None for a send routed
   without one (a batch of sends nobody waits for: never transacted);
 - ``after_commit(state, tx)`` once a local transaction's sends and acks are committed (how
   ActiveMQ's afterCommit synchronizations run).
 
-Only plugins that set ``intercepts_sends`` are asked about sends, and the broker asks the
-chain only when one of them does: with none, a send costs the broker one attribute test.
-Security (a send, consume or create check) and advisories (an event after each change)
-are meant to come as further hooks of the same kind.
+Only plugins that set ``intercepts_sends`` are asked ``on_send``; with none, a send costs
+the broker one attribute test. Hooks that refuse raise a ``DovecoteError`` (a
+``SecurityError`` for security): the transport answers it as it answers any refusal.
 """
 
 from __future__ import annotations
@@ -25,8 +37,11 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
-from dovecote.core.commands import SendMessage
+from dovecote.core.commands import ConsumerInfo, ProducerInfo, SendMessage
+from dovecote.core.destinations import Destination
 from dovecote.core.errors import DovecoteError
+from dovecote.core.ids import ProducerId
+from dovecote.core.message import Message
 
 if TYPE_CHECKING:
     from dovecote.broker.broker import Broker
@@ -50,11 +65,44 @@ class BrokerPlugin:
     async def stop(self) -> None:
         return None
 
+    async def on_connect(self, state: ConnectionState) -> None:
+        return None
+
+    async def on_disconnect(self, state: ConnectionState) -> None:
+        return None
+
+    async def on_add_consumer(self, state: ConnectionState, info: ConsumerInfo) -> None:
+        return None
+
+    async def on_remove_consumer(self, state: ConnectionState, info: ConsumerInfo) -> None:
+        return None
+
+    async def on_add_producer(self, state: ConnectionState, info: ProducerInfo) -> None:
+        return None
+
+    async def on_remove_producer(self, state: ConnectionState, producer_id: ProducerId) -> None:
+        return None
+
+    async def on_add_destination(self, state: ConnectionState, destination: Destination) -> None:
+        return None
+
+    async def on_remove_destination(self, state: ConnectionState, destination: Destination) -> None:
+        return None
+
+    def check_send(self, state: ConnectionState, message: Message) -> None:
+        return None
+
     async def on_send(self, state: ConnectionState | None, command: SendMessage) -> bool:
         return False
 
     async def after_commit(self, state: ConnectionState, tx: LocalTransaction) -> None:
         return None
+
+
+def _overriding(plugins: Sequence[BrokerPlugin], hook: str) -> tuple[BrokerPlugin, ...]:
+    """The plugins whose class overrides ``hook`` (the rest would do nothing)."""
+    base = getattr(BrokerPlugin, hook)
+    return tuple(p for p in plugins if getattr(type(p), hook) is not base)
 
 
 class PluginChain:
@@ -65,6 +113,18 @@ class PluginChain:
         self._send_hooks = tuple(p for p in self.plugins if p.intercepts_sends)
         self.intercepts_sends = bool(self._send_hooks)
         """Read by the broker before it calls ``on_send``: False keeps sends hook-free."""
+        self._check_send = _overriding(self.plugins, "check_send")
+        self.checks_sends = bool(self._check_send)
+        """Read by the broker before it calls ``check_send``."""
+        self._connect = _overriding(self.plugins, "on_connect")
+        self._disconnect = _overriding(self.plugins, "on_disconnect")
+        self._add_consumer = _overriding(self.plugins, "on_add_consumer")
+        self._remove_consumer = _overriding(self.plugins, "on_remove_consumer")
+        self._add_producer = _overriding(self.plugins, "on_add_producer")
+        self._remove_producer = _overriding(self.plugins, "on_remove_producer")
+        self._add_destination = _overriding(self.plugins, "on_add_destination")
+        self._remove_destination = _overriding(self.plugins, "on_remove_destination")
+        self._after_commit = _overriding(self.plugins, "after_commit")
         self._started: list[BrokerPlugin] = []
 
     async def start(self, broker: Broker) -> None:
@@ -79,6 +139,42 @@ class PluginChain:
                 await plugin.stop()
             except Exception:  # the others must stop too; the trace says what failed
                 log.exception("plugin %s failed to stop", plugin.name)
+
+    async def on_connect(self, state: ConnectionState) -> None:
+        for plugin in self._connect:
+            await plugin.on_connect(state)
+
+    async def on_disconnect(self, state: ConnectionState) -> None:
+        for plugin in self._disconnect:
+            await plugin.on_disconnect(state)
+
+    async def on_add_consumer(self, state: ConnectionState, info: ConsumerInfo) -> None:
+        for plugin in self._add_consumer:
+            await plugin.on_add_consumer(state, info)
+
+    async def on_remove_consumer(self, state: ConnectionState, info: ConsumerInfo) -> None:
+        for plugin in self._remove_consumer:
+            await plugin.on_remove_consumer(state, info)
+
+    async def on_add_producer(self, state: ConnectionState, info: ProducerInfo) -> None:
+        for plugin in self._add_producer:
+            await plugin.on_add_producer(state, info)
+
+    async def on_remove_producer(self, state: ConnectionState, producer_id: ProducerId) -> None:
+        for plugin in self._remove_producer:
+            await plugin.on_remove_producer(state, producer_id)
+
+    async def on_add_destination(self, state: ConnectionState, destination: Destination) -> None:
+        for plugin in self._add_destination:
+            await plugin.on_add_destination(state, destination)
+
+    async def on_remove_destination(self, state: ConnectionState, destination: Destination) -> None:
+        for plugin in self._remove_destination:
+            await plugin.on_remove_destination(state, destination)
+
+    def check_send(self, state: ConnectionState, message: Message) -> None:
+        for plugin in self._check_send:
+            plugin.check_send(state, message)
 
     async def on_send(self, state: ConnectionState | None, command: SendMessage) -> bool:
         for plugin in self._send_hooks:
@@ -102,7 +198,7 @@ class PluginChain:
         return kept, None
 
     async def after_commit(self, state: ConnectionState, tx: LocalTransaction) -> None:
-        for plugin in self.plugins:
+        for plugin in self._after_commit:
             await plugin.after_commit(state, tx)
 
     def find(self, kind: type[P]) -> P | None:

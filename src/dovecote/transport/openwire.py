@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from dovecote.broker.broker import Broker
+from dovecote.broker.connection import Peer
 from dovecote.core.commands import MessageAck, MessageDispatch, SendMessage
 from dovecote.core.errors import BrokerError, DovecoteError, ProtocolError, peer_error
 from dovecote.core.ids import ConnectionId
@@ -55,7 +56,7 @@ from dovecote.transport.listener import (
     Listener,
     SendBatch,
 )
-from dovecote.transport.peerlog import PEER_LOG, ConnectionBudget
+from dovecote.transport.peerlog import PEER_LOG, ConnectionBudget, peer_address
 from dovecote.transport.stream import Stream
 
 log = logging.getLogger("dovecote.openwire")
@@ -155,13 +156,13 @@ class OpenWireConnection:
             await self.stream.wait_closed()
 
     def _name(self) -> str:
-        return f"{self.converter.connection_id} from {_peer(self.stream)}"
+        return f"{self.converter.connection_id} from {peer_address(self.stream)}"
 
     def _no_handshake(self) -> None:
         if not self._negotiated and not self.stream.is_closing():
             PEER_LOG.peer(
                 log, self.budget, "OpenWire connection from %s sent no WireFormatInfo in %d ms; "
-                "closing it", _peer(self.stream), self.settings.connect_attempt_timeout_ms,
+                "closing it", peer_address(self.stream), self.settings.connect_attempt_timeout_ms,
                 level=logging.INFO,
             )  # fmt: skip
             self.stream.close()
@@ -315,7 +316,8 @@ class OpenWireConnection:
             return True
         await self._route_batch()  # anything else runs after the sends before it
         if request.connect is not None:
-            self.broker.add_connection(request.connect, self._on_dispatch)
+            peer = Peer(peer_address(self.stream), "openwire")
+            await self.broker.add_connection(request.connect, self._on_dispatch, peer)
             self._registered = request.connect.connection_id
         for command in request.commands:
             await self.broker.process(self.converter.connection_id, command)
@@ -411,14 +413,6 @@ def _command_head(frame: bytes) -> Structure | None:
     if frame[0] not in COMMANDS or len(frame) < 6:
         return None
     return Structure(frame[0], {"commandId": i32(frame, 1), "responseRequired": frame[5] != 0})
-
-
-def _peer(stream: Stream) -> str:
-    try:
-        peer = stream.get_extra_info("peername")
-    except Exception:
-        return "?"
-    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
 
 
 def _async_send(request: OpenWireRequest) -> SendMessage | None:

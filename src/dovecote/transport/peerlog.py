@@ -115,3 +115,12 @@ class PeerLog:
 
 PEER_LOG = PeerLog()
 """The process's one budget: every listener's connections share it."""
+
+
+def peer_address(transport: Any) -> str:
+    """host:port of a socket's remote end ("?" when the transport cannot say)."""
+    try:
+        peer = transport.get_extra_info("peername")
+    except Exception:  # a closed or odd transport: the address is only for logs and views
+        return "?"
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)

@@ -25,12 +25,13 @@ from collections import deque
 from dataclasses import dataclass
 
 from dovecote.broker.broker import Broker
+from dovecote.broker.connection import Peer
 from dovecote.core.commands import MessageDispatch, SendMessage
 from dovecote.core.errors import DovecoteError, ProtocolError, peer_error
 from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
 from dovecote.protocol.stomp.converter import StompConverter, StompRequest
 from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener, SendBatch
-from dovecote.transport.peerlog import PEER_LOG, ConnectionBudget
+from dovecote.transport.peerlog import PEER_LOG, ConnectionBudget, peer_address
 from dovecote.transport.stream import Stream
 
 REFUSABLE_COMMANDS = frozenset(
@@ -224,7 +225,8 @@ class StompConnection:
         # Anything else runs after the sends before it (a RECEIPT covers them all).
         await self._settle_pipelined(0)
         if request.connect is not None:
-            self.broker.add_connection(request.connect, self._on_dispatch)
+            peer = Peer(peer_address(self.stream), "stomp")
+            await self.broker.add_connection(request.connect, self._on_dispatch, peer)
             self._registered = True
             self.stream.handshaken = True
             self.parser.version = self.converter.version

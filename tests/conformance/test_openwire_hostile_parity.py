@@ -8,20 +8,15 @@ closing (ActiveMQ closes without a word)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "integration"))
-
-from test_hostile_peers import MARSHALLER, Peer, bad_ack, client_wfi, ids, queue
 
 from activemq import running_activemq
 from brokers import running_broker
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
+from rawopenwire import MARSHALLER, Peer, bad_ack, client_wfi, ids, queue
 
 
 @pytest.fixture(scope="module")

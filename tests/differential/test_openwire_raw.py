@@ -11,39 +11,17 @@ import pytest
 from differ import Target
 from dovecote.protocol.openwire import FrameReader, Marshaller, Structure
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.primitives import JavaInt, encode_map
+from rawopenwire import MARSHALLER, client_wfi, read_structures
 
 
 def handshake(target: Target, inactivity_ms: int) -> tuple[socket.socket, FrameReader]:
-    options = {
-        "TightEncodingEnabled": False, "CacheEnabled": False, "SizePrefixDisabled": False,
-        "StackTraceEnabled": False, "MaxInactivityDuration": inactivity_ms,
-        "MaxInactivityDurationInitalDelay": 10000, "CacheSize": JavaInt(1024),
-    }  # fmt: skip
-    info = Structure(
-        t.WIRE_FORMAT_INFO,
-        {"magic": b"ActiveMQ", "version": 12, "marshalledProperties": encode_map(options)},
-    )
     sock = socket.create_connection(("127.0.0.1", target.openwire_port), timeout=10)
-    sock.sendall(Marshaller().frame(info))
+    sock.sendall(MARSHALLER.frame(client_wfi(inactivity_ms, initial_delay_ms=10000)))
     return sock, FrameReader()
 
 
 def replies(sock: socket.socket, reader: FrameReader, seconds: float) -> list[Structure]:
-    got: list[Structure] = []
-    sock.settimeout(0.05)
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        try:
-            data = sock.recv(65536)
-        except TimeoutError:
-            continue
-        if not data:
-            break
-        reader.receive_data(data)
-        while isinstance(frame := reader.next_frame(), bytes):
-            got.append(Marshaller().parse_body(frame))
-    return got
+    return read_structures(sock, reader, time.monotonic() + seconds)
 
 
 def keep_alive_answer(inactivity_ms: int) -> object:

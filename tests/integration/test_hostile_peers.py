@@ -21,117 +21,12 @@ from pathlib import Path
 import pytest
 
 from brokers import BrokerProcess, running_broker
-from dovecote.protocol.openwire import FrameReader, Marshaller, Structure, Throwable
+from dovecote.protocol.openwire import Structure, Throwable
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.codec import MAGIC
-from dovecote.protocol.openwire.primitives import JavaInt, encode_map
+from dovecote.protocol.openwire.primitives import encode_map
+from rawopenwire import MARSHALLER, Peer, bad_ack, ids, message, queue
 
 LONG = bool(os.environ.get("DOVECOTE_LONG"))
-MARSHALLER = Marshaller()
-
-
-# -- a raw OpenWire client -----------------------------------------------------------------
-
-
-def client_wfi() -> Structure:
-    options: dict[str, object] = {
-        "TightEncodingEnabled": False, "CacheEnabled": False, "SizePrefixDisabled": False,
-        "StackTraceEnabled": False, "MaxInactivityDuration": 0,
-        "MaxInactivityDurationInitalDelay": 0, "CacheSize": JavaInt(0),
-    }  # fmt: skip
-    return Structure(t.WIRE_FORMAT_INFO, {"magic": MAGIC, "version": 12,
-                                          "marshalledProperties": encode_map(options)})  # fmt: skip
-
-
-def ids(conn: str) -> dict[str, Structure]:
-    return {
-        "connection": Structure(t.CONNECTION_ID, {"value": conn}),
-        "session": Structure(t.SESSION_ID, {"connectionId": conn, "value": 1}),
-        "consumer": Structure(t.CONSUMER_ID, {"connectionId": conn, "sessionId": 1, "value": 1}),
-        "producer": Structure(t.PRODUCER_ID, {"connectionId": conn, "sessionId": 1, "value": 1}),
-    }
-
-
-class Peer:
-    """One OpenWire connection on a blocking socket: write structures, read them back."""
-
-    def __init__(self, port: int, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.reader = FrameReader()
-        self.pending: list[Structure] = []
-
-    def send(self, *structures: Structure) -> None:
-        self.sock.sendall(b"".join(MARSHALLER.frame(s) for s in structures))
-
-    def next(self, timeout: float = 10.0) -> Structure:
-        """The next structure the broker sends (KeepAliveInfo skipped); EOFError when the
-        broker closed the connection."""
-        deadline = time.monotonic() + timeout
-        while not self.pending:
-            frame = self.reader.next_frame()
-            if isinstance(frame, bytes):
-                s = MARSHALLER.parse_body(frame)
-                if s.type != t.KEEP_ALIVE_INFO:
-                    self.pending.append(s)
-                continue
-            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
-            data = self.sock.recv(65536)
-            if not data:
-                raise EOFError("the broker closed the connection")
-            self.reader.receive_data(data)
-        return self.pending.pop(0)
-
-    def until(self, type_code: int, timeout: float = 10.0) -> Structure:
-        deadline = time.monotonic() + timeout
-        while True:
-            s = self.next(max(0.01, deadline - time.monotonic()))
-            if s.type == type_code:
-                return s
-
-    def handshake(self, conn: str) -> dict[str, Structure]:
-        """WireFormatInfo, then ConnectionInfo and SessionInfo, both answered."""
-        assert self.next().type == t.WIRE_FORMAT_INFO
-        assert self.next().type == t.BROKER_INFO
-        my = ids(conn)
-        self.send(
-            client_wfi(),
-            Structure(t.CONNECTION_INFO, {"commandId": 1, "responseRequired": True,
-                                          "connectionId": my["connection"]}),
-            Structure(t.SESSION_INFO, {"commandId": 2, "responseRequired": True,
-                                       "sessionId": my["session"]}),
-        )  # fmt: skip
-        for _ in range(2):
-            assert self.until(t.RESPONSE).type == t.RESPONSE
-        return my
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-
-def queue(name: str) -> Structure:
-    return Structure(t.QUEUE, {"physicalName": name})
-
-
-def message(my: dict[str, Structure], destination: Structure, seq: int, command_id: int,
-            response: bool = True) -> Structure:  # fmt: skip
-    message_id = Structure(t.MESSAGE_ID, {"producerId": my["producer"], "producerSequenceId": seq})
-    return Structure(t.BYTES_MESSAGE, {
-        "commandId": command_id, "responseRequired": response, "producerId": my["producer"],
-        "destination": destination, "messageId": message_id, "persistent": False,
-        "priority": 4, "content": f"m{seq}".encode(),
-    })  # fmt: skip
-
-
-def bad_ack(my: dict[str, Structure], command_id: int) -> Structure:
-    """The frame found to break the broker: a MessageAck with ackType -80."""
-    message_id = Structure(t.MESSAGE_ID, {"producerId": my["producer"], "producerSequenceId": 1})
-    return Structure(t.MESSAGE_ACK, {
-        "commandId": command_id, "responseRequired": True, "destination": queue("hostile"),
-        "consumerId": my["consumer"], "ackType": -80, "lastMessageId": message_id,
-        "messageCount": 1,
-    })  # fmt: skip
 
 
 def log_since(broker: BrokerProcess, mark: int) -> str:

@@ -11,34 +11,9 @@ from pathlib import Path
 from brokers import running_broker
 from dovecote.protocol.openwire import FrameReader, Marshaller, Structure, negotiate
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.primitives import JavaInt, encode_map
 from dovecote.protocol.openwire.schema import BROKER_INFO, KEEP_ALIVE_INFO, WIRE_FORMAT_INFO
-
-
-def client_wfi(inactivity_ms: int) -> Structure:
-    options = {
-        "TightEncodingEnabled": True, "CacheEnabled": True, "SizePrefixDisabled": False,
-        "StackTraceEnabled": True, "MaxInactivityDuration": inactivity_ms,
-        "MaxInactivityDurationInitalDelay": 0, "CacheSize": JavaInt(1024),
-    }  # fmt: skip
-    return Structure(WIRE_FORMAT_INFO, {"magic": b"ActiveMQ", "version": 12,
-                                        "marshalledProperties": encode_map(options)})  # fmt: skip
-
-
-def read_structures(sock: socket.socket, reader: FrameReader, until: float) -> list[Structure]:
-    got: list[Structure] = []
-    sock.settimeout(0.1)
-    while time.monotonic() < until:
-        try:
-            data = sock.recv(65536)
-        except TimeoutError:
-            continue
-        if not data:
-            break
-        reader.receive_data(data)
-        while isinstance(frame := reader.next_frame(), bytes):
-            got.append(Marshaller().parse_body(frame))
-    return got
+from rawopenwire import client_wfi, message, read_structures
+from rawopenwire import ids as raw_ids
 
 
 def test_broker_speaks_first_negotiates_loose_keeps_alive_and_drops_the_silent(
@@ -51,8 +26,8 @@ def test_broker_speaks_first_negotiates_loose_keeps_alive_and_drops_the_silent(
         assert [s.type for s in first[:2]] == [WIRE_FORMAT_INFO, BROKER_INFO]
         # The broker offers loose encoding: whatever a client offers, the AND is loose.
         ours = first[0]
-        assert not negotiate(ours, client_wfi(30000)).tight
-        sock.sendall(Marshaller().frame(client_wfi(600)))
+        assert not negotiate(ours, client_wfi(30000, tight=True)).tight
+        sock.sendall(Marshaller().frame(client_wfi(600, tight=True)))
         started = time.monotonic()
         later = read_structures(sock, reader, started + 10)
         dropped_after = time.monotonic() - started
@@ -74,25 +49,6 @@ def test_size_prefix_is_exact(tmp_path: Path) -> None:
         sock.close()
 
 
-def _ids(conn: str) -> dict[str, Structure]:
-    return {
-        "connection": Structure(t.CONNECTION_ID, {"value": conn}),
-        "session": Structure(t.SESSION_ID, {"connectionId": conn, "value": 1}),
-        "consumer": Structure(t.CONSUMER_ID, {"connectionId": conn, "sessionId": 1, "value": 1}),
-        "producer": Structure(t.PRODUCER_ID, {"connectionId": conn, "value": 1, "sessionId": 1}),
-    }
-
-
-def _message(ids: dict[str, Structure], destination: Structure, seq: int, persistent: bool,
-             command_id: int) -> Structure:  # fmt: skip
-    message_id = Structure(t.MESSAGE_ID, {"producerId": ids["producer"], "producerSequenceId": seq})
-    return Structure(t.BYTES_MESSAGE, {
-        "commandId": command_id, "responseRequired": persistent, "producerId": ids["producer"],
-        "destination": destination, "messageId": message_id, "persistent": persistent,
-        "priority": 4, "content": f"m{seq}".encode(),
-    })  # fmt: skip
-
-
 def test_async_sends_and_acks_read_together_keep_order_and_report_their_errors(
     tmp_path: Path,
 ) -> None:
@@ -101,18 +57,21 @@ def test_async_sends_and_acks_read_together_keep_order_and_report_their_errors(
     bad ack in the middle is reported as a ConnectionError while the acks around it still
     settle, and the room they make is filled."""
     marshaller = Marshaller()
-    ids = _ids("ID:raw-1")
+    ids = raw_ids("ID:raw-1")
     queue = Structure(t.QUEUE, {"physicalName": "batched"})
     with running_broker(workdir=tmp_path) as broker:
         sock = socket.create_connection(("127.0.0.1", broker.openwire_port), timeout=10)
         reader = FrameReader()
         setup = [
-            client_wfi(0),
+            client_wfi(0, tight=True),
             Structure(t.CONNECTION_INFO, {"commandId": 1, "connectionId": ids["connection"]}),
             Structure(t.SESSION_INFO, {"commandId": 2, "sessionId": ids["session"]}),
             Structure(t.PRODUCER_INFO, {"commandId": 3, "producerId": ids["producer"]}),
         ]
-        sends = [_message(ids, queue, i, i % 7 == 3, 10 + i) for i in range(60)]
+        sends = [
+            message(ids, queue, i, 10 + i, response=i % 7 == 3, persistent=i % 7 == 3)
+            for i in range(60)
+        ]
         sock.sendall(b"".join(marshaller.frame(s) for s in setup + sends))
         consumer = Structure(t.CONSUMER_INFO, {
             "commandId": 100, "responseRequired": True, "consumerId": ids["consumer"],
@@ -146,7 +105,7 @@ def test_async_sends_and_acks_read_together_keep_order_and_report_their_errors(
             )
             for i, d in enumerate(first)
         ]
-        bogus = _message(ids, queue, 999, False, 0)["messageId"]
+        bogus = message(ids, queue, 999, 0, response=False)["messageId"]
         acks.insert(5, Structure(t.MESSAGE_ACK, {
             "commandId": 300, "destination": queue, "consumerId": ids["consumer"],
             "ackType": 4, "lastMessageId": bogus, "messageCount": 1,

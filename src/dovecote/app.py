@@ -11,7 +11,7 @@ from pathlib import Path
 from dovecote.broker.broker import Broker
 from dovecote.broker.plugins import BrokerPlugin
 from dovecote.broker.policy import BrokerSettings
-from dovecote.config import Config
+from dovecote.config import Config, check_exposure
 from dovecote.store.api import PersistenceAdapter
 from dovecote.store.journal import JournalPersistenceAdapter
 from dovecote.store.memory import MemoryPersistenceAdapter
@@ -104,7 +104,8 @@ def _cap_to_disk(name: str, limit: int, directory: Path) -> int:
 
 
 def make_plugins(config: Config) -> list[BrokerPlugin]:
-    plugins: list[BrokerPlugin] = []
+    # Security first: a connection is authenticated before any other plugin sees it.
+    plugins: list[BrokerPlugin] = config.security.to_settings().plugins()
     if config.broker.scheduler_support:
         from dovecote.broker.scheduler import Scheduler
 
@@ -150,6 +151,7 @@ def openwire_settings(config: Config) -> OpenWireListenerSettings:
 
 class BrokerApp:
     def __init__(self, config: Config) -> None:
+        check_exposure(config)  # secure by default: not open beyond loopback by mistake
         self.config = config
         self.broker = Broker(disk_capped(config), make_store(config), plugins=make_plugins(config))
         self.stomp: StompServer | None = None

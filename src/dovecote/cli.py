@@ -61,7 +61,11 @@ def broker(args: argparse.Namespace) -> None:
     except ImportError:  # uvloop is optional where it does not build
         pass
     try:
-        asyncio.run(_serve(BrokerApp(cfg)))
+        broker_app = BrokerApp(cfg)
+    except ConfigError as exc:
+        raise CommandError(str(exc), 2) from None
+    try:
+        asyncio.run(_serve(broker_app))
     except OSError as exc:
         raise CommandError(f"cannot start the broker: {exc}", 1) from None
 
@@ -143,6 +147,23 @@ def dstat(args: argparse.Namespace) -> None:
         print(line)
 
 
+def passwd(args: argparse.Namespace) -> None:
+    """Print a password hash for a [[security.users]] entry (asks for the password)."""
+    if args.stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        import getpass
+
+        password = getpass.getpass("Password: ")
+        if getpass.getpass("Again: ") != password:
+            raise CommandError("the passwords differ", 1)
+    if not password:
+        raise CommandError("an empty password", 1)
+    from dovecote.broker.security.users import hash_password
+
+    print(hash_password(password))
+
+
 def _tool(name: str, *args: object) -> Any:
     # The client and rich load only for the tools, not in the broker process.
     from dovecote import tools
@@ -194,6 +215,9 @@ def parser() -> argparse.ArgumentParser:
         choices=("debug", "info", "warning", "error"),
         help="debug, info, warning or error.",
     )
+
+    sub = command(passwd)
+    sub.add_argument("--stdin", action="store_true", help="Read the password from a line of stdin.")
 
     sub = command(produce)
     sub.add_argument("destination", help="queue://NAME, topic://NAME or NAME.")

@@ -27,6 +27,7 @@ Example (every key optional)::
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import tomllib
 from pathlib import Path
@@ -41,6 +42,16 @@ from dovecote.broker.policy import (
     DeadLetterStrategy,
     DestinationPolicy,
     PolicyMap,
+)
+from dovecote.broker.security.authorization import AuthorizationEntry, AuthorizationMap, Rights
+from dovecote.broker.security.plugins import CertificateUsers, SecuritySettings, normal_subject
+from dovecote.broker.security.users import (
+    DEFAULT_ANONYMOUS_GROUPS,
+    DEFAULT_ANONYMOUS_USER,
+    AnonymousAccess,
+    User,
+    UserStore,
+    parse_hash,
 )
 
 # msgspec rather than pydantic: the same typed, validated, frozen tree, for 3-5 MiB of the
@@ -214,6 +225,197 @@ class PolicySection(_Section, frozen=True):
     entries: tuple[PolicyEntry, ...] = ()
 
 
+GroupNames = tuple[Annotated[str, Meta(min_length=1)], ...]
+
+
+class UserEntry(_Section, frozen=True):
+    """A user: its password's hash (``dovecote passwd`` prints one) and its groups."""
+
+    name: Annotated[str, Meta(min_length=1)]
+    password: str | None = None
+    """The hash (scrypt$...); unset: the user can only be named by a client certificate."""
+    groups: GroupNames = ()
+
+    def __post_init__(self) -> None:
+        if self.password is not None:
+            try:
+                parse_hash(self.password)
+            except ValueError as exc:
+                raise ValueError(f"user {self.name!r}: {exc}") from None
+
+
+class UsersFile(_Section, frozen=True):
+    """The file ``security.users_file`` names: ``[[users]]`` tables and a ``[groups]`` table."""
+
+    users: tuple[UserEntry, ...] = ()
+    groups: dict[str, GroupNames] = field(default_factory=dict)
+
+
+class RightsSection(_Section, frozen=True):
+    """Groups (``*``: everyone) that may read (consume, browse), write (send) and admin
+    (create a destination that does not exist yet)."""
+
+    read: GroupNames = ()
+    write: GroupNames = ()
+    admin: GroupNames = ()
+
+    def to_rights(self) -> Rights:
+        return Rights(frozenset(self.read), frozenset(self.write), frozenset(self.admin))
+
+
+class AuthorizationEntrySection(RightsSection, frozen=True):
+    """ActiveMQ's authorizationEntry: the rights on queues or topics matching a pattern."""
+
+    queue: str | None = None
+    topic: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.queue is None) == (self.topic is None):
+            raise ValueError("an authorization entry names a queue or a topic pattern (one)")
+
+
+class CertificateUserEntry(_Section, frozen=True):
+    subject: Annotated[str, Meta(min_length=1)]
+    """A verified client certificate's subject, e.g. "CN=alice,O=example"."""
+    user: Annotated[str, Meta(min_length=1)]
+
+
+class SecuritySection(_Section, frozen=True):
+    """Authentication and authorization (ActiveMQ's simpleAuthenticationPlugin and
+    authorizationPlugin). With no users, every connection is let in and may do anything,
+    and every listener must be on loopback unless allow_anonymous says otherwise."""
+
+    users: tuple[UserEntry, ...] = ()
+    users_file: Path | None = None
+    """A TOML file with more [[users]] and a [groups] table (relative to the working dir)."""
+    groups: dict[str, GroupNames] = field(default_factory=dict)
+    """group -> its users, beside each user's own groups."""
+    allow_anonymous: bool = False
+    """With users: a connection giving no user and no password is anonymous_user. Without
+    users: the listeners may listen beyond loopback with nobody authenticated."""
+    anonymous_user: str = DEFAULT_ANONYMOUS_USER
+    anonymous_groups: GroupNames = tuple(sorted(DEFAULT_ANONYMOUS_GROUPS))
+    certificate_users: tuple[CertificateUserEntry, ...] = ()
+    """Users named by a verified client certificate's subject."""
+    certificate_user_from_cn: bool = False
+    """A verified client certificate whose CN is a configured user's name is that user."""
+    authorization: tuple[AuthorizationEntrySection, ...] = ()
+    temp_destinations: RightsSection | None = None
+    """Rights on every temporary destination (tempDestinationAuthorizationEntry); unset:
+    every authenticated connection has them all."""
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether connections must say who they are."""
+        return bool(
+            self.users
+            or self.users_file is not None
+            or self.certificate_users
+            or self.certificate_user_from_cn
+            or self.authorization
+            or self.temp_destinations is not None
+        )
+
+    def to_settings(self) -> SecuritySettings:
+        """The section as the security plugins take it (reads users_file)."""
+        if not self.authenticates:
+            return SecuritySettings(allow_anonymous=self.allow_anonymous)
+        entries, groups = list(self.users), dict(self.groups)
+        if self.users_file is not None:
+            extra = _read_users_file(self.users_file)
+            entries += extra.users
+            for group, members in extra.groups.items():
+                groups[group] = groups.get(group, ()) + members
+        users = []
+        for entry in entries:
+            joined = {g for g, members in groups.items() if entry.name in members}
+            users.append(User(entry.name, entry.password, frozenset(entry.groups) | joined))
+        anonymous = None
+        if self.allow_anonymous:
+            anonymous = AnonymousAccess(self.anonymous_user, frozenset(self.anonymous_groups))
+        elif not any(u.password_hash for u in users) and not (
+            self.certificate_users or self.certificate_user_from_cn
+        ):
+            raise ConfigError(
+                "security: nobody could connect: give users passwords, certificate_users "
+                "or allow_anonymous = true"
+            )
+        authorization = None
+        if self.authorization or self.temp_destinations is not None:
+            authorization = AuthorizationMap(
+                tuple(
+                    AuthorizationEntry(e.queue or e.topic or "", e.queue is not None, e.to_rights())
+                    for e in self.authorization
+                ),
+                None if self.temp_destinations is None else self.temp_destinations.to_rights(),
+            )
+        return SecuritySettings(
+            users=UserStore(users, anonymous),
+            certificates=CertificateUsers(
+                {normal_subject(c.subject): c.user for c in self.certificate_users},
+                self.certificate_user_from_cn,
+            ),
+            authorization=authorization,
+            allow_anonymous=self.allow_anonymous,
+        )
+
+
+def _read_users_file(path: Path) -> UsersFile:
+    data = read_toml(path, "security.users_file")
+    try:
+        return msgspec.convert(data, UsersFile)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"security.users_file {path}: {_problem(str(exc))}") from None
+
+
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
+
+
+def exposure_problem(config: Config) -> str | None:
+    """Why the broker must not start as configured: a listener beyond loopback while
+    nobody is authenticated, unless allow_anonymous says it is meant (secure by default)."""
+    security = config.security
+    if security.authenticates or security.allow_anonymous:
+        return None
+    exposed = []
+    for name in config.__struct_fields__:
+        section = getattr(config, name)
+        host = getattr(section, "host", None)
+        if isinstance(host, str) and getattr(section, "enabled", False) and not is_loopback(host):
+            exposed.append(f"{name}.host = {host!r}")
+    if not exposed:
+        return None
+    return (
+        f"{', '.join(exposed)} listens beyond loopback with no authentication: configure "
+        "[security] users, or set [security] allow_anonymous = true to let anyone in on purpose"
+    )
+
+
+def check_exposure(config: Config) -> None:
+    """Raise ConfigError saying why, when ``exposure_problem`` finds one."""
+    if problem := exposure_problem(config):
+        raise ConfigError(problem)
+
+
+def read_toml(path: Path, what: str) -> dict[str, Any]:
+    """A TOML file's tables; ConfigError saying ``what`` file could not be read."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what} {path} is not valid TOML: {exc}") from None
+
+
 class Config(_Section, frozen=True):
     broker: BrokerSection = field(default_factory=BrokerSection)
     store: StoreSection = field(default_factory=StoreSection)
@@ -223,6 +425,7 @@ class Config(_Section, frozen=True):
     console: ConsoleSection = field(default_factory=ConsoleSection)
     policy: PolicySection = field(default_factory=PolicySection)
     usage: UsageSection = field(default_factory=UsageSection)
+    security: SecuritySection = field(default_factory=SecuritySection)
 
     def broker_settings(self) -> BrokerSettings:
         return BrokerSettings(
@@ -241,12 +444,7 @@ def load_config(path: Path | None) -> Config:
     """Read a TOML file (None: the embedded defaults). Raises ConfigError naming the problem."""
     if path is None:
         return Config()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    data = read_toml(path, "config file")
     try:
         return msgspec.convert(data, Config, dec_hook=_path_from_text)
     except msgspec.ValidationError as exc:

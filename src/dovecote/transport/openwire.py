@@ -28,7 +28,13 @@ from typing import Final
 from dovecote.broker.broker import Broker
 from dovecote.broker.connection import Peer
 from dovecote.core.commands import MessageAck, MessageDispatch, SendMessage
-from dovecote.core.errors import BrokerError, DovecoteError, ProtocolError, peer_error
+from dovecote.core.errors import (
+    BrokerError,
+    DovecoteError,
+    ProtocolError,
+    SecurityError,
+    peer_error,
+)
 from dovecote.core.ids import ConnectionId
 from dovecote.protocol.openwire import (
     NEED_DATA,
@@ -253,6 +259,8 @@ class OpenWireConnection:
             return True
         error = exc if isinstance(exc, DovecoteError) else peer_error(exc, f"OpenWire {what}")
         fatal = stage != _CONVERTING and (stage != _RUNNING or isinstance(exc, ProtocolError))
+        if isinstance(exc, SecurityError) and self._registered is None:
+            fatal = True  # a refused login: ActiveMQ closes the connection after answering
         if structure is None and frame is not None:
             structure = _command_head(frame)
         if fatal:

@@ -182,11 +182,18 @@ class StompConnection:
                     # The common case inline (no coroutine per frame): a send nobody waits
                     # for, with room for it.
                     send = self._receiptless_send(request)
-                    if (
-                        send is not None
-                        and self._batch.fits(self.broker, send, self._pipelined_bytes)
-                        and self.broker.admit_send_now(self.connection_id, send)
-                    ):
+                    try:
+                        now = (
+                            send is not None
+                            and self._batch.fits(self.broker, send, self._pipelined_bytes)
+                            and self.broker.admit_send_now(self.connection_id, send)
+                        )
+                    except DovecoteError as exc:  # refused (not authorized): the ERROR says so
+                        if not self._refused(exc, frame):
+                            raise
+                        continue
+                    if now:
+                        assert send is not None
                         if self._batch.add(send):
                             await self._route_batch()
                         continue
@@ -211,13 +218,13 @@ class StompConnection:
             if not self._batch.fits(self.broker, send, self._pipelined_bytes):
                 await self._route_batch()
                 await self._settle_pipelined(0)
-            if not self.broker.admit_send_now(self.connection_id, send):
-                try:
+            try:
+                if not self.broker.admit_send_now(self.connection_id, send):
                     await self.broker.admit_send(self.connection_id, send)
-                except DovecoteError as exc:
-                    if not self._refused(exc, frame):
-                        raise
-                    return True
+            except DovecoteError as exc:
+                if not self._refused(exc, frame):
+                    raise
+                return True
             if self._batch.add(send):
                 await self._route_batch()
             return True

@@ -104,7 +104,8 @@ def _matches(parsed: ScryptHash, password: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class User:
     name: str
-    password_hash: str
+    password_hash: str | None
+    """None: the user cannot log in with a password (a client certificate names it)."""
     groups: frozenset[str] = frozenset()
 
 
@@ -131,7 +132,8 @@ class UserStore:
         self._hashes: dict[str, ScryptHash] = {}
         for user in users:
             self._users[user.name] = user
-            self._hashes[user.name] = parse_hash(user.password_hash)
+            if user.password_hash is not None:
+                self._hashes[user.name] = parse_hash(user.password_hash)
         self.anonymous = anonymous
         # Keyed by an HMAC of user and password under a key of this process: a wrong
         # password has another key, so it never hits, and no password is kept.
@@ -145,6 +147,10 @@ class UserStore:
 
     def __contains__(self, user: str) -> bool:
         return user in self._users
+
+    def principal(self, user: str) -> Principal:
+        """``user`` with its groups, without a password (a client certificate named it)."""
+        return Principal(user, self.groups_of(user))
 
     def groups_of(self, user: str) -> frozenset[str]:
         """The groups ``user`` is in (the anonymous user's groups for it; none if unknown)."""

@@ -92,7 +92,9 @@ _TX_TYPES: Final = {0: TransactionType.BEGIN, 2: TransactionType.COMMIT,
 _EXCEPTIONS: Final[tuple[tuple[type[DovecoteError], str], ...]] = (
     (InvalidDestinationError, "javax.jms.InvalidDestinationException"),
     (InvalidSelectorError, "javax.jms.InvalidSelectorException"),
-    (SecurityError, "javax.jms.JMSSecurityException"),
+    # ActiveMQ's security brokers throw java.lang.SecurityException: the Java client makes
+    # it a JMSSecurityException.
+    (SecurityError, "java.lang.SecurityException"),
     (ResourceLimitError, "javax.jms.ResourceAllocationException"),
     (InvalidClientIdError, "javax.jms.InvalidClientIDException"),
 )

@@ -26,7 +26,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 def call(broker: BrokerProcess, path: str, method: str = "GET", body: bytes | None = None
          ) -> tuple[int, Any]:  # fmt: skip
     url = f"http://127.0.0.1:{broker.console_port}{path}"
-    request = urllib.request.Request(url, data=body, method=method)
+    headers = {"Content-Type": "application/json"} if method == "POST" else {}  # CSRF rule
+    request = urllib.request.Request(url, data=body, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             raw = response.read()

@@ -34,9 +34,8 @@ PRELUDE = textwrap.dedent(
         return answer.decode("latin-1")
 
     async def http_get(port, path):
-        return await exchange(
-            port, f"GET {path} HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n".encode()
-        )
+        request = f"GET {path} HTTP/1.1\\r\\nHost: localhost\\r\\nConnection: close\\r\\n\\r\\n"
+        return await exchange(port, request.encode())
 
     def new_app():
         config = Config(broker=BrokerSection(persistent=False))

@@ -23,7 +23,8 @@ BODY = b"x" * 2048
 
 def api(broker: BrokerProcess, path: str, method: str = "GET") -> Any:
     url = f"http://127.0.0.1:{broker.console_port}{path}"
-    request = urllib.request.Request(url, method=method)
+    headers = {"Content-Type": "application/json"}  # a POST is JSON (docs/admin-api.md)
+    request = urllib.request.Request(url, method=method, headers=headers)
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
 

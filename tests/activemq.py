@@ -57,6 +57,7 @@ def running_activemq(
     scheduler_support: bool = False,
     topic_pending_limit: int | None = None,
     ssl_keystore: tuple[Path, str] | None = None,
+    plugins: str = "",
 ) -> Iterator[ActiveMQ]:
     """Start ActiveMQ; with ``base`` (kept afterwards) and a fixed port a test can kill it
     and start it again on the same store. ``scheduler_support`` turns on its scheduler
@@ -64,7 +65,8 @@ def running_activemq(
     ``topic_pending_limit`` gives topics a constantPendingMessageLimitStrategy (ActiveMQ's
     distribution has one of 1000; the packaged file none); ``ssl_keystore`` (a PKCS#12
     file with the broker's key and certificate, and its password) adds an ssl://
-    transport connector on a free port."""
+    transport connector on a free port. ``plugins`` is XML put in ``<plugins>``, e.g. a
+    simpleAuthenticationPlugin and an authorizationPlugin (tests/securitykit.py)."""
     keep = base is not None
     base = base or Path(tempfile.mkdtemp(prefix="dovecote-amq-"))
     try:
@@ -83,7 +85,7 @@ def running_activemq(
         # plugin `dovecote dstat` asks (dovecote always has it).
         xml = xml.replace(
             "<persistenceAdapter>",
-            "<plugins><statisticsBrokerPlugin/></plugins>\n<destinationPolicy><policyMap><policyEntries>"
+            f"<plugins><statisticsBrokerPlugin/>{plugins}</plugins>\n<destinationPolicy><policyMap><policyEntries>"
             '<policyEntry queue="*.window" memoryLimit="64kb" producerFlowControl="true">'
             "<pendingQueuePolicy><vmQueueCursor/></pendingQueuePolicy></policyEntry>"
             '<policyEntry queue=">" prioritizedMessages="true"/>'

@@ -105,5 +105,7 @@ class AuthorizationMap:
 
 
 def refusal_text(principal: Principal, right: Right, destination: Destination) -> str:
-    """ActiveMQ's words for a refusal: "User alice is not authorized to write to: queue://Q"."""
-    return f"User {principal.user} is not authorized to {_VERBS[right]}: {destination}"
+    """ActiveMQ's words for a refusal: "User alice is not authorized to write to: queue://Q"
+    (a composite destination by its name alone, as ActiveMQ prints one)."""
+    shown = destination.name if destination.is_composite else str(destination)
+    return f"User {principal.user} is not authorized to {_VERBS[right]}: {shown}"

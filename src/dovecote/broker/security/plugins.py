@@ -161,10 +161,13 @@ class AuthorizationPlugin(BrokerPlugin):
         self._writable.setdefault(state.info.connection_id, set()).add(destination)
 
     def _require(self, state: ConnectionState, right: Right, destination: Destination) -> None:
+        # Every part of a composite must be allowed (ActiveMQ unites the parts' groups, so
+        # a right on one part opens them all: a difference on purpose); the refusal names
+        # the whole, as ActiveMQ's does.
         principal = _principal(state)
         for part in destination.components():
             if not self.authorization.allows(principal, right, part):
-                raise SecurityError(refusal_text(principal, right, part))
+                raise SecurityError(refusal_text(principal, right, destination))
 
     def _require_to_create(self, state: ConnectionState, destination: Destination) -> None:
         """The admin right, for the parts of ``destination`` that do not exist yet (a

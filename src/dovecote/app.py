@@ -11,6 +11,8 @@ from pathlib import Path
 from dovecote.broker.broker import Broker
 from dovecote.broker.plugins import BrokerPlugin
 from dovecote.broker.policy import BrokerSettings
+from dovecote.broker.stats import StatisticsPlugin
+from dovecote.broker.streams import StreamPlugin
 from dovecote.config import Config, check_exposure
 from dovecote.store.api import PersistenceAdapter
 from dovecote.store.journal import JournalPersistenceAdapter
@@ -110,6 +112,10 @@ def make_plugins(config: Config) -> list[BrokerPlugin]:
         from dovecote.broker.scheduler import Scheduler
 
         plugins.append(Scheduler(make_job_store(config)))
+    if config.broker.statistics:
+        plugins.append(StatisticsPlugin())
+    if config.broker.streams:
+        plugins.append(StreamPlugin())
     return plugins
 
 

@@ -83,6 +83,12 @@ class BrokerSection(_Section, frozen=True):
     scheduler_support: bool = False
     """Delayed and scheduled delivery (AMQ_SCHEDULED_* properties; ActiveMQ's
     schedulerSupport). Off: such messages are delivered at once, properties and all."""
+    statistics: bool = True
+    """Answer ActiveMQ.Statistics.* requests (ActiveMQ's statisticsBrokerPlugin, off by
+    default there; ``dovecote dstat`` asks them)."""
+    streams: bool = True
+    """Answer dovecote.Stream.* requests (reads by offset for the Spark source,
+    docs/streams.md)."""
 
 
 class StoreSection(_Section, frozen=True):

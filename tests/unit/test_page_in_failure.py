@@ -48,12 +48,12 @@ def test_an_unreadable_store_leaves_the_messages_waiting_and_says_so_once(
         held.hold_stored(message)
     with caplog.at_level(logging.WARNING, logger="dovecote.broker"):
         for _ in range(3):
-            regions.page_in(held)  # raised StoreFailedError before
+            regions.paging.page_in(held)  # raised StoreFailedError before
     assert store.reads == 3
     assert held.stored == 3 and held.pending_count == 0
     warned = [r for r in caplog.records if "cannot be read now" in r.getMessage()]
     assert len(warned) == 1
     store.readable = True
-    regions.page_in(held)
+    regions.paging.page_in(held)
     assert held.stored == 0
     assert [e.message_id for e in held.pending_entries()] == ["m0", "m1", "m2"]

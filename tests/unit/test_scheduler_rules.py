@@ -27,7 +27,7 @@ from dovecote.broker.scheduler import (
 )
 from dovecote.config import load_config
 from dovecote.core.commands import SendMessage
-from dovecote.core.destinations import Destination, queue, topic
+from dovecote.core.destinations import queue, topic
 from dovecote.core.ids import IdGenerator
 from dovecote.core.message import Message
 from dovecote.protocol.openwire.primitives import JavaInt, JavaShort
@@ -142,28 +142,20 @@ def test_delivered_copy_drops_the_schedule_and_names_the_job() -> None:
 # -- firing --------------------------------------------------------------------------------
 
 
-class FakeRegions:
-    def __init__(self, sent: list[Message]) -> None:
-        self.sent = sent
-
-    async def route(self, messages: list[Message]) -> None:
-        self.sent.extend(messages)
-
-
 class FakeBroker:
-    """What the scheduler uses of a broker: ids, publish, and routing of browse replies."""
+    """What the scheduler uses of a broker (a PluginHost): ids, publish, and deliver for
+    browse replies."""
 
     def __init__(self) -> None:
         self.ids = IdGenerator()
         self.published: list[Message] = []
         self.routed: list[Message] = []
-        self.regions = FakeRegions(self.routed)
 
     async def publish(self, message: Message) -> None:
         self.published.append(message)
 
-    def _check_usable(self, destination: Destination) -> None:
-        return None
+    async def deliver(self, messages: list[Message]) -> None:
+        self.routed.extend(messages)
 
 
 class Clock:
@@ -323,5 +315,5 @@ def test_scheduler_support_is_off_unless_configured(tmp_path: Path) -> None:
     path.write_text("[broker]\nscheduler_support = true\n")
     config = load_config(path)
     assert config.broker.scheduler_support is True
-    assert [type(p).__name__ for p in make_plugins(config)] == ["Scheduler"]
-    assert make_plugins(load_config(None)) == []
+    assert [type(p).__name__ for p in make_plugins(config)].count("Scheduler") == 1
+    assert "Scheduler" not in [type(p).__name__ for p in make_plugins(load_config(None))]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dovecote.broker.connection import ConnectionState, ConsumerRecord, TransactedAck
 from dovecote.broker.consumer import release_all
+from dovecote.broker.deadletters import DeadLetters
 from dovecote.broker.queue import Queue
 from dovecote.broker.regions import Regions
 from dovecote.broker.topic import TopicSubscription
@@ -14,7 +15,11 @@ from dovecote.core.commands import AckType, MessageAck
 
 
 async def settle_ack(
-    regions: Regions, state: ConnectionState, record: ConsumerRecord, ack: MessageAck
+    regions: Regions,
+    dead_letters: DeadLetters,
+    state: ConnectionState,
+    record: ConsumerRecord,
+    ack: MessageAck,
 ) -> Queue | TopicSubscription | None:
     """Apply an ack; the origin whose consumer it made room for (to dispatch next)."""
     consumer, origin = record.consumer, record.origin
@@ -42,11 +47,11 @@ async def settle_ack(
         case AckType.POISON:
             cause = ack.poison_cause or "poison ack from the consumer"
             consumer.settle(entries)
-            await regions.dead_letter(origin, entries, cause)
+            await dead_letters.dead_letter(origin, entries, cause)
         case AckType.REDELIVERED:
             for entry in entries:
                 entry.redelivery_counter += 1
         case AckType.EXPIRED:
             consumer.settle(entries)
-            await regions.expire(origin, entries)
+            await dead_letters.expire(origin, entries)
     return origin

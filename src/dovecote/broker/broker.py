@@ -9,6 +9,18 @@ Ownership is a tree: the broker owns the ``Regions`` (queues and topic subscript
 own their pending entries) and the connection states; consumers own what is in flight to
 them. ``_consumers`` is an index from consumer id to where that consumer draws from, not a
 second owner.
+
+Who calls what:
+
+- the transports (transport/): ``add_connection``, ``process``, ``remove_connection``;
+  for sends read ahead, ``admit_send_now`` / ``admit_send`` then ``route_admitted``, with
+  ``has_headroom``; for acks read together, ``ack_together``; ``written`` once a
+  connection's socket took what it was given; ``memory_full`` and ``wait_for_room`` for a
+  windowed producer's held-back ack. These are the hot path (compiled with mypyc).
+- the admin API, the app and plugins (``plugins.PluginHost``): ``query`` (read-only),
+  ``contents`` (purge, reads by sequence), ``publish``, ``deliver``,
+  ``delete_destination``, ``usage`` (the limits the disk watch adjusts), ``plugins.find``.
+- plugins are called by the broker at the seams ``plugins.py`` lists.
 """
 
 from __future__ import annotations
@@ -17,9 +29,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from itertools import count
 
-from dovecote.broker import stats, streams
+from dovecote.broker import attach, durables, transactions
 from dovecote.broker.acks import settle_ack
 from dovecote.broker.connection import (
     NO_PEER,
@@ -29,13 +40,17 @@ from dovecote.broker.connection import (
     Origin,
     Peer,
 )
-from dovecote.broker.consumer import Consumer, DispatchSink, Entry, handed_over, release_all
+from dovecote.broker.consumer import Consumer, DispatchSink, Entry, release_all
+from dovecote.broker.contents import Contents
+from dovecote.broker.deadletters import DeadLetters
 from dovecote.broker.plugins import BrokerPlugin, PluginChain
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.query import BrokerQuery
 from dovecote.broker.queue import Queue
 from dovecote.broker.regions import Regions, log_failure, now_ms
-from dovecote.broker.topic import TopicSubscription, pending_limit
+from dovecote.broker.temps import TempDestinations
+from dovecote.broker.topic import TopicSubscription
+from dovecote.broker.usage import SystemUsage
 from dovecote.core.commands import (
     LAST_DELIVERED_UNKNOWN,
     Command,
@@ -53,7 +68,7 @@ from dovecote.core.commands import (
     TransactionInfo,
     TransactionType,
 )
-from dovecote.core.destinations import Destination, destination_matches, topic
+from dovecote.core.destinations import Destination
 from dovecote.core.errors import (
     BrokerError,
     DovecoteError,
@@ -64,16 +79,13 @@ from dovecote.core.errors import (
     UnknownTransactionError,
 )
 from dovecote.core.ids import ConnectionId, ConsumerId, IdGenerator, ProducerId, SessionId
-from dovecote.core.message import BodyType, Message
+from dovecote.core.message import Message
 from dovecote.store.api import (
-    AddSubscription,
-    DurableSubscription,
     PagedRecovery,
     PagingStore,
     PersistenceAdapter,
     RecoveredState,
     RemoveDestination,
-    RemoveSubscription,
 )
 
 log = logging.getLogger("dovecote.broker")
@@ -91,18 +103,26 @@ class Broker:
         self.store = store
         self.plugins = PluginChain(plugins)
         self.regions = Regions(settings, store, clock)
+        self.paging = self.regions.paging
+        self.usage: SystemUsage = self.paging.usage
+        self.dead_letters = DeadLetters(self.regions)
+        self.regions.on_expired = self.dead_letters.expire
         self.ids = IdGenerator()
         self._connections: dict[ConnectionId, ConnectionState] = {}
         self._client_ids: dict[str, ConnectionId] = {}
         self._consumers: dict[ConsumerId, ConsumerRecord] = {}
         self._pull_timers: dict[ConsumerId, asyncio.TimerHandle] = {}
-        self._temp_owners: dict[Destination, ConnectionId] = {}
+        self.temps = TempDestinations(settings.broker_name, f"{self.ids.next_name()}:0:0")
+        self._temp_owners = self.temps.owners
         self._sweeper: asyncio.Task[None] | None = None
-        self._advisory_producer = f"{self.ids.next_name()}:0:0"
-        self._advisory_seq = count(1)
-        self.statistics_producer = f"{self.ids.next_name()}:0:0"
-        self.query = BrokerQuery(self)
+        self._request_prefixes = self.plugins.request_prefixes
+        self.query = BrokerQuery(
+            settings.broker_name, self.regions, self._connections, self._consumers,
+            self._temp_owners,
+        )  # fmt: skip
         """The read-only view for everything outside broker/ (admin API, metrics, plugins)."""
+        self.contents = Contents(self.regions)
+        """What destinations hold, changed on request (admin purges, stream requests)."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -134,7 +154,7 @@ class Broker:
         for connection_id in list(self._connections):
             await self.remove_connection(connection_id)
         await self.store.stop()
-        self.regions.temp.close()
+        self.paging.temp.close()
 
     # -- connections -----------------------------------------------------------------------
 
@@ -171,9 +191,9 @@ class Broker:
         returned = [self._detach_consumer(state, c) for c in list(state.consumers)]
         for transaction_id in list(state.transactions):
             tx = state.transactions.pop(transaction_id)
-            await self.regions.rollback(tx, True, self._consumers)
+            await transactions.rollback(self.dead_letters, tx, True, self._consumers)
         for origin, entries in returned:
-            await self._give_back(origin, entries, last_delivered)
+            await attach.give_back(self.dead_letters, origin, entries, last_delivered)
         for info in infos:
             await self.plugins.on_remove_consumer(state, info)
         for producer_id in list(state.producers):
@@ -207,7 +227,7 @@ class Broker:
             case RemoveInfo(object_id=object_id, last_delivered_sequence=last_delivered):
                 await self._remove(state, object_id, last_delivered)
             case RemoveSubscriptionInfo():
-                await self._remove_durable(command.client_id, command.subscription_name)
+                await durables.remove(self.regions, command.client_id, command.subscription_name)
             case DestinationInfo(destination=destination, add=True):
                 await self.plugins.on_add_destination(state, destination)
                 await self._add_temp_destination(state, destination)
@@ -242,10 +262,7 @@ class Broker:
 
     # -- destinations ----------------------------------------------------------------------
 
-    def temp_destination_open(self, destination: Destination) -> bool:
-        return destination in self._temp_owners
-
-    def _check_usable(self, destination: Destination) -> None:
+    def check_usable(self, destination: Destination) -> None:
         if destination.is_temporary and destination not in self._temp_owners:
             raise InvalidDestinationError(
                 f"temporary destination {destination} does not exist (its connection closed)"
@@ -256,19 +273,18 @@ class Broker:
             if destination.is_queue:
                 self.regions.queue(destination)
             return
-        owner = self._temp_owners.setdefault(destination, state.info.connection_id)
-        if owner != state.info.connection_id:
-            raise BrokerError(f"temporary destination {destination} belongs to another connection")
+        connection_id = state.info.connection_id
+        self.temps.claim(destination, connection_id)
         if destination not in state.temp_destinations:
             state.temp_destinations.add(destination)
-            await self.regions.route([self._temp_advisory(owner, destination, add=True)])
+            await self.regions.route([self.temps.advisory(connection_id, destination, add=True)])
 
     async def _remove_destination(self, destination: Destination) -> None:
         owner = self._temp_owners.pop(destination, None)
         if owner is not None and owner in self._connections:
             self._connections[owner].temp_destinations.discard(destination)
         if owner is not None:
-            await self.regions.route([self._temp_advisory(owner, destination, add=False)])
+            await self.regions.route([self.temps.advisory(owner, destination, add=False)])
         queue = self.regions.queues.pop(destination, None)
         if queue is not None:
             for consumer in list(queue.consumers):
@@ -276,7 +292,7 @@ class Broker:
                 self._cancel_pull_timer(consumer.info.consumer_id)
                 release_all(consumer.take_back())
             release_all(queue.remove_pending())
-            self.regions.forget_stored(queue)
+            self.paging.forget_stored(queue)
             await self.store.write([RemoveDestination(destination)])
         for sub in self.regions.topic_subs.pop(destination, []):
             release_all(sub.detach())
@@ -284,53 +300,27 @@ class Broker:
             if sub.consumer is not None:
                 self._consumers.pop(sub.consumer.info.consumer_id, None)
 
-    def _temp_advisory(self, owner: ConnectionId, destination: Destination, add: bool) -> Message:
-        """ActiveMQ.Advisory.TempQueue/TempTopic: clients that watch advisories (the JMS
-        client by default) learn which temporary destinations exist (SPEC D3)."""
-        kind = "TempQueue" if destination.is_queue else "TempTopic"
-        return Message(
-            message_id=f"{self._advisory_producer}:{next(self._advisory_seq)}",
-            destination=topic(f"ActiveMQ.Advisory.{kind}"),
-            body_type=BodyType.MESSAGE,
-            type="Advisory",
-            timestamp=now_ms(),
-            properties={"originBrokerName": self.settings.broker_name},
-            data_structure=DestinationInfo(owner, destination, add),
-        )
-
-    def _replay_temp_advisories(self, record: ConsumerRecord) -> list[Message]:
-        """A new advisory subscriber first learns of the temporary destinations that exist."""
-        if not isinstance(record.origin, TopicSubscription):
-            return []
-        wanted = [d for d in self._temp_owners if destination_matches(record.origin.destination,
-            topic("ActiveMQ.Advisory.TempQueue" if d.is_queue else "ActiveMQ.Advisory.TempTopic")
-        )]  # fmt: skip
-        return [self._temp_advisory(self._temp_owners[d], d, add=True) for d in wanted]
-
     # -- sending ---------------------------------------------------------------------------
 
     async def _send(self, state: ConnectionState, command: SendMessage) -> None:
         message = command.message
         for destination in message.destination.components():
-            self._check_usable(destination)
+            self.check_usable(destination)
         if self.plugins.checks_sends:
             self.plugins.check_send(state, message)
         if self.plugins.intercepts_sends and await self.plugins.on_send(state, command):
             return  # a plugin took it over (the scheduler holds it back)
-        if message.reply_to is not None:
-            # Requests to the broker itself: nothing is routed for them.
-            name = message.destination.name
-            if name.startswith(stats.STATISTICS_PREFIX):
-                await self.regions.route(stats.statistics_replies(self, message))
-                return
-            if name.startswith(streams.STREAM_PREFIX):
-                await self.regions.route(await streams.handle(self, message))
-                return
+        if message.reply_to is not None and message.destination.name.startswith(
+            self._request_prefixes
+        ):
+            # A request to the broker itself (statistics, streams): a plugin answers it.
+            await self.plugins.on_request(state, message)
+            return
         if command.transaction_id is not None:
             state.transaction_of(command).sends.append(message)
             return
-        if command.flow_control and not self.regions.admits_now(message):
-            await self.regions.admit(message)
+        if command.flow_control and not self.paging.admits_now(message):
+            await self.paging.admit(message)
         await self.regions.route([message], sync=command.sync)
 
     async def admit_send(self, connection_id: ConnectionId, command: SendMessage) -> None:
@@ -341,7 +331,7 @@ class Broker:
         group commit then shares one fsync among them, and their enqueue order is the
         order of their writes."""
         if not self.admit_send_now(connection_id, command):
-            await self.regions.admit(command.message)
+            await self.paging.admit(command.message)
 
     def admit_send_now(self, connection_id: ConnectionId, command: SendMessage) -> bool:
         """``admit_send`` when nothing need wait (as for nearly every send): True once the
@@ -351,19 +341,23 @@ class Broker:
             raise BrokerError(f"connection {connection_id} is not open")
         message = command.message
         for destination in message.destination.components():
-            self._check_usable(destination)
+            self.check_usable(destination)
         if self.plugins.checks_sends:
             self.plugins.check_send(state, message)
-        return not command.flow_control or self.regions.admits_now(message)
+        return not command.flow_control or self.paging.admits_now(message)
 
     def has_headroom(self, message: Message, margin: int) -> bool:
         """True when every usage ``message`` weighs on has ``margin`` bytes to spare: a
         transport may then admit it before the sends it has under way are charged."""
-        regions = self.regions
+        paging = self.paging
         for destination in message.destination.components():
-            if not regions.memory_usage(destination).has_room(margin):
+            if not paging.memory_usage(destination).has_room(margin):
                 return False
-        return not message.persistent or regions.usage.store.has_room(margin)
+        return not message.persistent or paging.usage.store.has_room(margin)
+
+    def memory_full(self, destination: Destination) -> bool:
+        """The destination's memory is full (a windowed producer's ack then waits)."""
+        return self.paging.memory_usage(destination).full
 
     async def route_admitted(self, commands: Sequence[SendMessage]) -> None:
         """The second half: store and deliver admitted sends, in order, as one batch (a
@@ -379,9 +373,17 @@ class Broker:
             raise refused
 
     async def publish(self, message: Message) -> None:
-        """Send on the broker's own behalf (the admin API), under producer flow control."""
-        await self.regions.admit(message)
+        """Send on the broker's own behalf (the admin API, the scheduler), under producer
+        flow control; a temporary destination gone with its connection is refused."""
+        for destination in message.destination.components():
+            self.check_usable(destination)
+        await self.paging.admit(message)
         await self.regions.route([message])
+
+    async def deliver(self, messages: Sequence[Message]) -> None:
+        """Route the broker's own messages now, without flow control (a plugin's replies
+        to a request: the requester waits for them)."""
+        await self.regions.route(messages)
 
     async def delete_destination(self, destination: Destination) -> bool:
         """Remove a destination with its messages and subscriptions; False if unknown."""
@@ -419,7 +421,7 @@ class Broker:
         """Return once the usages ``message`` weighs on have room (to release a held-back
         producer ack); never raises for a full store."""
         with contextlib.suppress(ResourceLimitError):
-            await self.regions.admit(message)
+            await self.paging.admit(message)
 
     # -- consumers -------------------------------------------------------------------------
 
@@ -431,7 +433,7 @@ class Broker:
             raise InvalidDestinationError(
                 f"cannot consume from composite destination {destination}"
             )
-        self._check_usable(destination)
+        self.check_usable(destination)
         owner = self._temp_owners.get(destination)
         if owner is not None and owner != state.info.connection_id:
             raise BrokerError(
@@ -439,65 +441,13 @@ class Broker:
             )
         await self.plugins.on_add_consumer(state, info)
         consumer = Consumer(info, state.sink)
-        if info.browser:
-            await self._browse(consumer)
-            record = ConsumerRecord(consumer, None)
-        elif destination.is_queue:
-            queue = self.regions.queue(destination)
-            queue.add_consumer(consumer)
-            record = ConsumerRecord(consumer, queue)
-        elif info.subscription_name:
-            record = ConsumerRecord(consumer, await self._attach_durable(state, consumer))
-        else:
-            limit = pending_limit(
-                self.settings.policies.for_destination(destination).pending_message_limit,
-                info.maximum_pending_message_limit,
-            )
-            sub = TopicSubscription(destination, consumer, pending_limit=limit)
-            record = ConsumerRecord(consumer, self.regions.add_topic_subscription(sub))
+        record = ConsumerRecord(consumer, await attach.attach(self.regions, state, consumer))
         self._consumers[info.consumer_id] = record
         state.consumers.add(info.consumer_id)
-        if destination.is_topic and "ActiveMQ.Advisory.Temp" in destination.name:
-            for advisory in self._replay_temp_advisories(record):
-                assert isinstance(record.origin, TopicSubscription)
+        if isinstance(record.origin, TopicSubscription):
+            for advisory in self.temps.replay(destination):
                 self.regions.offer(record.origin, advisory)
         await self.regions.dispatch(record.origin)
-
-    async def _attach_durable(
-        self, state: ConnectionState, consumer: Consumer
-    ) -> TopicSubscription:
-        info = consumer.info
-        if state.info.client_id is None:
-            raise BrokerError("a durable subscription needs a client id on its connection")
-        assert info.subscription_name is not None
-        key = (state.client_id, info.subscription_name)
-        wanted = DurableSubscription(
-            state.client_id, info.subscription_name, info.destination, info.selector, info.no_local
-        )
-        sub = self.regions.durables.get(key)
-        if sub is not None and sub.consumer is not None:
-            raise BrokerError(f"durable subscription {key[1]!r} of {key[0]!r} is already active")
-        if sub is not None and sub.durable != wanted:
-            # A changed destination or selector makes a new subscription (as in ActiveMQ).
-            await self._remove_durable(*key)
-            sub = None
-        if sub is None:
-            await self.store.write([AddSubscription(wanted)])
-            sub = self.regions.add_topic_subscription(
-                TopicSubscription(info.destination, durable=wanted)
-            )
-        sub.consumer = consumer
-        return sub
-
-    async def _remove_durable(self, client_id: str, name: str) -> None:
-        sub = self.regions.durables.get((client_id, name))
-        if sub is None:
-            raise UnknownSubscriptionError(f"no durable subscription {name!r} for {client_id!r}")
-        if sub.consumer is not None:
-            raise BrokerError(f"durable subscription {name!r} is in use")
-        self.regions.drop_topic_subscription(sub)
-        assert sub.durable is not None
-        await self.store.write([RemoveSubscription(sub.durable.destination, client_id, name)])
 
     async def _remove_consumer(
         self,
@@ -507,20 +457,10 @@ class Broker:
     ) -> None:
         record = self._consumers.get(consumer_id)
         origin, returned = self._detach_consumer(state, consumer_id)
-        await self._give_back(origin, returned, last_delivered)
+        await attach.give_back(self.dead_letters, origin, returned, last_delivered)
         await self.regions.dispatch(origin)
         if record is not None:
             await self.plugins.on_remove_consumer(state, record.consumer.info)
-
-    async def _give_back(self, origin: Origin, entries: list[Entry], last_delivered: int) -> None:
-        """Return a leaving consumer's messages: those its application was handed are
-        redelivered (counted), those it only prefetched go back in place as they were."""
-        if origin is None or not entries:
-            return
-        seen, unseen = handed_over(entries, last_delivered, isinstance(origin, Queue))
-        if unseen:
-            origin.requeue(unseen)
-        await self.regions.redeliver(origin, seen)
 
     def _detach_consumer(
         self, state: ConnectionState, consumer_id: ConsumerId
@@ -529,37 +469,9 @@ class Broker:
         record = self._consumers.pop(consumer_id, None)
         state.consumers.discard(consumer_id)
         self._cancel_pull_timer(consumer_id)
-        origin = record.origin if record else None
-        if record is None or origin is None:
+        if record is None:
             return None, []
-        # Messages acked in an open transaction stay with it until commit or rollback.
-        held = {
-            e.message_id
-            for tx in state.transactions.values()
-            for ack in tx.acks
-            if ack.record is record
-            for e in ack.entries
-        }
-        if isinstance(origin, Queue):
-            returned = origin.remove_consumer(record.consumer)
-        else:
-            returned = origin.detach()
-            if origin.durable is None:
-                self.regions.drop_topic_subscription(origin)
-                # A non-durable subscription's messages go with it.
-                release_all(returned)
-                release_all(origin.remove_pending())
-                return origin, []
-        return origin, [e for e in returned if e.message_id not in held]
-
-    async def _browse(self, consumer: Consumer) -> None:
-        destination = consumer.info.destination
-        if destination.is_queue and destination in self.regions.queues:
-            now = self.regions.clock()
-            for message in self.regions.browse(self.regions.queues[destination]):
-                if not message.is_expired(now) and consumer.matches(message):
-                    consumer.sink(MessageDispatch(consumer.info.consumer_id, message))
-        consumer.sink(MessageDispatch(consumer.info.consumer_id, None))
+        return attach.detach(self.regions, state, record)
 
     # -- dispatch --------------------------------------------------------------------------
 
@@ -600,7 +512,8 @@ class Broker:
         return record
 
     async def _ack(self, state: ConnectionState, ack: MessageAck) -> None:
-        origin = await settle_ack(self.regions, state, self._record(ack.consumer_id), ack)
+        record = self._record(ack.consumer_id)
+        origin = await settle_ack(self.regions, self.dead_letters, state, record, ack)
         if origin is not None:
             await self.regions.dispatch(origin)
 
@@ -618,7 +531,8 @@ class Broker:
         origins: dict[int, Queue | TopicSubscription] = {}
         for ack in acks:
             try:
-                origin = await settle_ack(self.regions, state, self._record(ack.consumer_id), ack)
+                record = self._record(ack.consumer_id)
+                origin = await settle_ack(self.regions, self.dead_letters, state, record, ack)
             except DovecoteError as exc:
                 errors.append(exc)
                 continue
@@ -635,7 +549,7 @@ class Broker:
         while True:
             await asyncio.sleep(period)
             try:
-                await self.regions.sweep_expired()
+                await self.dead_letters.sweep_expired()
             except Exception:  # the sweep must go on; the failure is logged with its trace
                 log.exception("expiry sweep failed")
 
@@ -652,7 +566,8 @@ class Broker:
         if tx is None:
             raise UnknownTransactionError(f"transaction {tid.value} is not open")
         if info.type is TransactionType.COMMIT:
-            await self.regions.commit(tx)
+            await transactions.commit(self.regions, tx)
             await self.plugins.after_commit(state, tx)
         else:
-            await self.regions.rollback(tx, info.redeliver_acked, self._consumers)
+            live = self._consumers
+            await transactions.rollback(self.dead_letters, tx, info.redeliver_acked, live)

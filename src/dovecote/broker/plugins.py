@@ -23,11 +23,19 @@ empty tuple (and the per-message ones, not even that: the broker tests a flag fi
 - ``on_send(state, command)`` before a send is routed: True means the plugin took the
   message over (the broker routes nothing for it). ``state`` is None for a send routed
   without one (a batch of sends nobody waits for: never transacted);
+- ``on_request(state, message)`` for a request to the broker itself: a send with a
+  reply-to, to a destination whose name starts with one of the plugin's
+  ``request_prefixes`` (``ActiveMQ.Statistics.``, ``dovecote.Stream.``). The plugin
+  answers it (``broker.deliver`` routes its replies); nothing is routed for the request.
+  The broker tests the reply-to and the prefixes before it awaits anything, so a plain
+  send pays nothing for these plugins;
 - ``after_commit(state, tx)`` once a local transaction's sends and acks are committed (how
   ActiveMQ's afterCommit synchronizations run).
 
 Only plugins that set ``intercepts_sends`` are asked ``on_send``; with none, a send costs
-the broker one attribute test. Hooks that refuse raise a ``DovecoteError`` (a
+the broker one attribute test. Plugins see the broker through ``PluginHost``: its read-only
+``query``, ``contents`` (purges, reads by sequence), and ``publish``/``deliver`` for the
+messages they send. Hooks that refuse raise a ``DovecoteError`` (a
 ``SecurityError`` for security): the transport answers it as it answers any refusal.
 """
 
@@ -35,21 +43,48 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
 from dovecote.core.commands import ConsumerInfo, ProducerInfo, SendMessage
 from dovecote.core.destinations import Destination
 from dovecote.core.errors import DovecoteError
-from dovecote.core.ids import ProducerId
+from dovecote.core.ids import IdGenerator, ProducerId
 from dovecote.core.message import Message
 
 if TYPE_CHECKING:
-    from dovecote.broker.broker import Broker
     from dovecote.broker.connection import ConnectionState, LocalTransaction
+    from dovecote.broker.contents import Contents
+    from dovecote.broker.policy import BrokerSettings
+    from dovecote.broker.query import BrokerQuery
 
 log = logging.getLogger("dovecote.broker")
 
 P = TypeVar("P", bound="BrokerPlugin")
+
+
+class PluginHost(Protocol):
+    """What a plugin may use of the broker (the broker is one): its settings and ids, the
+    read-only query API, the contents it may change on request, and sending."""
+
+    @property
+    def settings(self) -> BrokerSettings: ...
+
+    @property
+    def ids(self) -> IdGenerator: ...
+
+    @property
+    def query(self) -> BrokerQuery: ...
+
+    @property
+    def contents(self) -> Contents: ...
+
+    async def publish(self, message: Message) -> None:
+        """Send on the broker's own behalf, under producer flow control (as an admin send);
+        a temporary destination that no longer exists is refused."""
+
+    async def deliver(self, messages: Sequence[Message]) -> None:
+        """Route the broker's own messages now, without flow control (replies to requests:
+        the requester waits for them)."""
 
 
 class BrokerPlugin:
@@ -58,8 +93,11 @@ class BrokerPlugin:
     name: ClassVar[str] = "plugin"
     intercepts_sends: ClassVar[bool] = False
     """True: ``on_send`` is called for every send (so override it)."""
+    request_prefixes: ClassVar[tuple[str, ...]] = ()
+    """Names of the destinations whose requests (sends with a reply-to) ``on_request``
+    answers, by prefix."""
 
-    async def start(self, broker: Broker) -> None:
+    async def start(self, broker: PluginHost) -> None:
         return None
 
     async def stop(self) -> None:
@@ -95,6 +133,9 @@ class BrokerPlugin:
     async def on_send(self, state: ConnectionState | None, command: SendMessage) -> bool:
         return False
 
+    async def on_request(self, state: ConnectionState, message: Message) -> None:
+        return None
+
     async def after_commit(self, state: ConnectionState, tx: LocalTransaction) -> None:
         return None
 
@@ -125,9 +166,14 @@ class PluginChain:
         self._add_destination = _overriding(self.plugins, "on_add_destination")
         self._remove_destination = _overriding(self.plugins, "on_remove_destination")
         self._after_commit = _overriding(self.plugins, "after_commit")
+        self._requests = tuple(
+            (prefix, plugin) for plugin in self.plugins for prefix in plugin.request_prefixes
+        )
+        self.request_prefixes = tuple(prefix for prefix, _ in self._requests)
+        """Read by the broker (with the reply-to) before it calls ``on_request``."""
         self._started: list[BrokerPlugin] = []
 
-    async def start(self, broker: Broker) -> None:
+    async def start(self, broker: PluginHost) -> None:
         for plugin in self.plugins:
             await plugin.start(broker)
             self._started.append(plugin)
@@ -181,6 +227,15 @@ class PluginChain:
             if await plugin.on_send(state, command):
                 return True
         return False
+
+    async def on_request(self, state: ConnectionState, message: Message) -> None:
+        """Hand a request to the plugin that answers its destination (the first, by the
+        plugins' order, whose prefix it starts with)."""
+        name = message.destination.name
+        for prefix, plugin in self._requests:
+            if name.startswith(prefix):
+                await plugin.on_request(state, message)
+                return
 
     async def untaken(
         self, commands: Sequence[SendMessage]

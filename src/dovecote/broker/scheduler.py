@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, ClassVar
 from croniter import croniter
 from dateutil.tz import tzlocal
 
-from dovecote.broker.plugins import BrokerPlugin
+from dovecote.broker.plugins import BrokerPlugin, PluginHost
 from dovecote.broker.regions import now_ms
 from dovecote.core.destinations import Destination
 from dovecote.core.errors import BrokerError, DovecoteError
@@ -58,7 +58,6 @@ from dovecote.store.schedules import JobStore, StoredJob
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from dovecote.broker.broker import Broker
     from dovecote.broker.connection import ConnectionState, LocalTransaction
     from dovecote.core.commands import SendMessage
 
@@ -259,7 +258,7 @@ class Scheduler(BrokerPlugin):
     def __init__(self, store: JobStore, clock: Callable[[], int] = now_ms) -> None:
         self.store = store
         self.clock = clock
-        self._broker: Broker | None = None
+        self._broker: PluginHost | None = None
         self._jobs: dict[str, StoredJob] = {}
         self._heap: list[tuple[int, int, str]] = []
         """(next time, order, job id); an entry whose job has moved or gone is skipped."""
@@ -276,7 +275,7 @@ class Scheduler(BrokerPlugin):
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def start(self, broker: Broker) -> None:
+    async def start(self, broker: PluginHost) -> None:
         self._broker = broker
         self._producer = f"{broker.ids.next_name()}:0:0"
         recovered = self.store.load()
@@ -303,7 +302,7 @@ class Scheduler(BrokerPlugin):
         await self.store.close()
 
     @property
-    def broker(self) -> Broker:
+    def broker(self) -> PluginHost:
         assert self._broker is not None, "the scheduler is not started"
         return self._broker
 
@@ -438,9 +437,7 @@ class Scheduler(BrokerPlugin):
             message_id = f"{self._producer}:{next(self._copy_seq)}"
         copy = delivered_copy(job, message_id, now)
         try:
-            for destination in copy.destination.components():
-                # A temporary destination may have gone with its connection since.
-                self.broker._check_usable(destination)
+            # (publish refuses a temporary destination gone with its connection since.)
             await self.broker.publish(copy)
         except DovecoteError as exc:
             log.error("scheduled message of job %s not delivered: %s", job.job_id, exc)
@@ -492,7 +489,7 @@ class Scheduler(BrokerPlugin):
         start, end = _time_range(properties)
         if request.reply_to is not None and action == "BROWSE":
             replies = [self._browse_copy(job, request.reply_to) for job in self.jobs(start, end)]
-            await self.broker.regions.route(replies)
+            await self.broker.deliver(replies)
         job_id = properties.get(JOB_ID)
         if job_id is not None and not isinstance(job_id, str):
             raise ScheduleError(f"{JOB_ID} must be a string, not {_java_type(job_id)}")

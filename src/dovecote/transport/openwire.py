@@ -332,10 +332,8 @@ class OpenWireConnection:
         if request.reply is not None:
             self._write(request.reply)
         if request.producer_ack is not None:
-            if (
-                request.held_for is not None
-                and self.broker.regions.memory_usage(request.held_for.destination).full
-            ):
+            held_for = request.held_for
+            if held_for is not None and self.broker.memory_full(held_for.destination):
                 # Flow control for a windowed producer: the ack waits for room, the
                 # connection does not (ActiveMQ holds ProducerAcks the same way).
                 self._timers.append(asyncio.create_task(self._ack_later(request)))

@@ -22,7 +22,7 @@ import asyncio
 import socket
 import time
 from collections.abc import Iterable
-from itertools import count, islice
+from itertools import count
 
 import uvicorn
 from prometheus_client import CollectorRegistry, generate_latest
@@ -33,7 +33,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from dovecote.broker import stats
 from dovecote.broker.broker import Broker
 from dovecote.broker.scheduler import Scheduler
 from dovecote.core.destinations import Destination, queue, topic
@@ -75,13 +74,13 @@ class _BrokerCollector(Collector):
                 "dovecote_destination_consumers", "Attached consumers", labels=labels
             ),
         }
-        all_stats = stats.destination_stats(self.broker)
+        all_stats = self.broker.query.destinations()
         for s in all_stats:
             row = s.as_json()
             for field, family in families.items():
                 family.add_metric([str(row["name"]), str(row["type"])], float(row[field]))  # type: ignore[arg-type]
         yield from families.values()
-        totals = stats.broker_stats(self.broker, all_stats)
+        totals = self.broker.query.broker(all_stats).as_map()
         for field in ("memoryUsage", "storeUsage", "tempUsage", "connectionCount"):
             name = "dovecote_" + "".join("_" + c.lower() if c.isupper() else c for c in field)
             yield GaugeMetricFamily(name, f"broker {field}", value=float(totals[field]))  # type: ignore[arg-type]
@@ -94,27 +93,26 @@ def admin_app(broker: Broker) -> Starlette:
     producer = f"{broker.ids.next_name()}:0:0"
 
     async def broker_view(request: Request) -> Response:
-        return JSONResponse(stats.broker_stats(broker))
+        return JSONResponse(broker.query.broker().as_map())
 
     async def destinations(request: Request) -> Response:
         wanted = request.query_params.get("type")
-        rows = [s.as_json() for s in stats.destination_stats(broker)]
+        rows = [s.as_json() for s in broker.query.destinations()]
         return JSONResponse([r for r in rows if wanted is None or r["type"] == wanted])
 
     async def destination_view(request: Request) -> Response:
         destination = _destination(request)
-        found = stats.destination_stats(broker, destination)
+        found = broker.query.destinations(destination)
         if not found:
             return _error(404, f"no such destination: {destination}")
         return JSONResponse(found[0].as_json())
 
     async def browse(request: Request) -> Response:
         destination = _destination(request)
-        q = broker.regions.queues.get(destination) if destination.is_queue else None
-        if q is None:
+        if not destination.is_queue or not broker.query.destination_exists(destination):
             return _error(404, f"no such queue: {destination}")
         limit = min(int(request.query_params.get("limit", "100")), MAX_BROWSE)
-        browsed = islice(broker.regions.browse(q), limit)
+        browsed = broker.query.browse(destination, limit)
         return JSONResponse([_message_json(m) for m in browsed])
 
     async def send(request: Request) -> Response:
@@ -140,9 +138,9 @@ def admin_app(broker: Broker) -> Starlette:
         destination = _destination(request)
         if not destination.is_queue:
             return _error(400, "only queues can be purged")
-        if destination not in broker.regions.queues:
+        if not broker.query.destination_exists(destination):
             return _error(404, f"no such queue: {destination}")
-        return JSONResponse({"purged": await stats.purge(broker, destination)})
+        return JSONResponse({"purged": await broker.contents.purge(destination)})
 
     async def delete(request: Request) -> Response:
         destination = _destination(request)
@@ -153,13 +151,17 @@ def admin_app(broker: Broker) -> Starlette:
     async def connections(request: Request) -> Response:
         return JSONResponse([
             {
-                "connection_id": str(state.info.connection_id),
-                "client_id": state.client_id,
-                "consumers": len(state.consumers),
-                "producers": len(state.producers),
-                "sessions": len(state.sessions),
+                "connection_id": c.connection_id,
+                "client_id": c.client_id,
+                "address": c.peer.address,
+                "protocol": c.peer.protocol,
+                "tls": c.peer.tls,
+                "user": c.user,
+                "consumers": c.consumers,
+                "producers": c.producers,
+                "sessions": c.sessions,
             }
-            for state in broker.connections()
+            for c in broker.query.connections()
         ])  # fmt: skip
 
     def scheduler() -> Scheduler:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dovecote.broker.connection import ConnectionState, Peer, Principal
-from dovecote.broker.plugins import BrokerPlugin
+from dovecote.broker.plugins import BrokerPlugin, PluginHost
 from dovecote.broker.security.authorization import AuthorizationMap, Right, refusal_text
 from dovecote.broker.security.users import UserStore
 from dovecote.core.commands import ConsumerInfo, ProducerInfo
@@ -24,7 +24,6 @@ from dovecote.core.ids import ConnectionId
 from dovecote.core.message import Message
 
 if TYPE_CHECKING:
-    from dovecote.broker.broker import Broker
     from dovecote.broker.query import BrokerQuery
 
 
@@ -126,7 +125,7 @@ class AuthorizationPlugin(BrokerPlugin):
         """The destinations each connection was found able to send to (ActiveMQ's
         authorizedWriteDests): a send checks this set first."""
 
-    async def start(self, broker: Broker) -> None:
+    async def start(self, broker: PluginHost) -> None:
         self._query = broker.query
 
     async def on_disconnect(self, state: ConnectionState) -> None:

@@ -1,0 +1,121 @@
+"""What destinations hold, changed on request rather than by messaging: a purge (the admin
+API) and the stream requests' reads by sequence number and their commits (SPEC X1,
+streams.py). The broker hands this to the admin API and to plugins as ``broker.contents``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dovecote.broker import durables
+from dovecote.broker.consumer import Entry, release_all
+from dovecote.broker.queue import Queue
+from dovecote.broker.regions import Regions
+from dovecote.broker.topic import TopicSubscription
+from dovecote.core.destinations import Destination
+from dovecote.core.errors import BrokerError
+from dovecote.core.message import Message
+
+Subscription = tuple[str, str]
+"""A durable subscription's client id and name."""
+
+
+class Contents:
+    def __init__(self, regions: Regions) -> None:
+        self._regions = regions
+
+    async def purge(self, destination: Destination) -> int:
+        """Remove every message waiting on a queue (not those a consumer holds
+        unacknowledged, which its ack or its close settles); returns how many."""
+        regions = self._regions
+        queue = regions.queues.get(destination)
+        if queue is None:
+            return 0
+        removed = 0
+        while True:  # a page at a time from the store, for a backlog only the store holds
+            taken = queue.remove_pending()
+            await self._remove(queue, taken)
+            removed += len(taken)
+            if not queue.stored:
+                return removed
+            regions.paging.page_in(queue)
+
+    async def sequences(
+        self, destination: Destination, subscription: Subscription | None = None
+    ) -> list[int]:
+        """The sequence numbers of everything a queue, or a durable subscription to a
+        topic, holds (waiting or in flight), in order. Makes the queue or subscription when
+        it does not exist yet: a stream reader starts here."""
+        origin = await self._origin(destination, subscription, create=True)
+        return [entry.message.sequence for entry in _entries(origin)]
+
+    async def messages(
+        self, destination: Destination, subscription: Subscription | None, after: int, up_to: int
+    ) -> list[Message]:
+        """The messages held with ``after < sequence <= up_to``, in order, not consumed."""
+        origin = await self._origin(destination, subscription, create=False)
+        return [
+            entry.full_message()
+            for entry in _entries(origin)
+            if after < entry.message.sequence <= up_to
+        ]
+
+    async def remove_through(
+        self, destination: Destination, subscription: Subscription | None, up_to: int
+    ) -> int:
+        """Remove, durably, every message held with ``sequence <= up_to``; how many."""
+        origin = await self._origin(destination, subscription, create=False)
+        if origin is None:
+            return 0
+        if isinstance(origin, Queue):
+            removed = origin.remove_pending(_through(up_to))
+        else:
+            removed = [e for e in origin.pending if e.message.sequence <= up_to]
+            kept = [e for e in origin.pending if e.message.sequence > up_to]
+            origin.pending.clear()
+            origin.pending.extend(kept)
+        await self._remove(origin, removed)
+        return len(removed)
+
+    async def _remove(self, origin: Queue | TopicSubscription, entries: list[Entry]) -> None:
+        ops = self._regions.consume_ops(origin, entries)
+        if ops:
+            await self._regions.store.write(ops)
+        if isinstance(origin, Queue):
+            origin.stats.dequeued += len(entries)
+        release_all(entries)
+
+    async def _origin(
+        self, target: Destination, subscription: Subscription | None, create: bool
+    ) -> Queue | TopicSubscription | None:
+        regions = self._regions
+        if target.is_queue:
+            queue = regions.queue(target) if create else regions.queues.get(target)
+            if queue is not None:
+                # Reads by sequence see the whole queue: what only the store held comes in.
+                regions.paging.page_in_all(queue)
+            return queue
+        if subscription is None:
+            raise BrokerError(f"reading topic {target.name} needs a durable subscription")
+        client_id, name = subscription
+        return await durables.find_or_create(regions, client_id, name, target, create)
+
+
+def _through(up_to: int) -> Callable[[Entry], bool]:
+    return lambda entry: entry.message.sequence <= up_to
+
+
+def _entries(origin: Queue | TopicSubscription | None) -> list[Entry]:
+    """Everything the destination holds (waiting or dispatched), in sequence order."""
+    if origin is None:
+        return []
+    if isinstance(origin, Queue):
+        entries = list(origin.pending_entries())
+        consumers = origin.consumers
+    else:
+        entries = list(origin.pending)
+        consumers = [origin.consumer] if origin.consumer is not None else []
+    for consumer in consumers:
+        entries.extend(consumer.inflight.values())
+    entries.sort(key=lambda e: e.message.sequence)
+    return entries

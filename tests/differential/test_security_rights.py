@@ -21,6 +21,10 @@ from activemq import classpath, running_activemq
 from brokers import running_broker
 from differ import Peers
 from dovecote.client import ConnectionFactory
+from dovecote.protocol.openwire import Structure
+from dovecote.protocol.openwire import schema as t
+from rawopenwire import Peer as RawPeer
+from rawopenwire import client_wfi, ids
 from securitykit import activemq_plugins, dovecote_toml
 from stompclient import Collector
 
@@ -271,3 +275,39 @@ def test_dovecote_client_meets_the_same_rights(secure_peers: Peers) -> None:
         "JMSError java.lang.SecurityException: User writer is not authorized to read from: "
         "queue://orders.NAME.existing"
     )
+
+
+# -- the wire ------------------------------------------------------------------------------
+
+
+def refused_login(openwire: int, _stomp: int, name: str) -> dict[str, str]:
+    """The broker's answer to a ConnectionInfo with a wrong password, then whether it
+    closes the connection (ActiveMQ does, about 2 s later)."""
+    peer = RawPeer(openwire)
+    try:
+        assert peer.next().type == t.WIRE_FORMAT_INFO  # ActiveMQ's BrokerInfo comes later
+        info = {"commandId": 1, "responseRequired": True, "userName": "admin",
+                "password": "wrong", "connectionId": ids(f"ID:{name}")["connection"]}  # fmt: skip
+        peer.send(client_wfi(), Structure(t.CONNECTION_INFO, info))
+        answer = peer.next()
+        while answer.type not in (t.RESPONSE, t.EXCEPTION_RESPONSE):
+            answer = peer.next()
+        exception = answer["exception"]
+        seen = {"answer": f"{answer.type} {exception.class_name}: {exception.message}"}
+        try:
+            while True:
+                peer.next(timeout=WAIT_S)
+        except EOFError:
+            seen["closed"] = "yes"
+        return seen
+    finally:
+        peer.close()
+
+
+def test_a_refused_login_is_answered_then_the_connection_closed(secure_peers: Peers) -> None:
+    seen = both(secure_peers, refused_login)
+    assert seen == {
+        "answer": f"{t.EXCEPTION_RESPONSE} java.lang.SecurityException: "
+        "User name [admin] or password is invalid.",
+        "closed": "yes",
+    }

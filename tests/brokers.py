@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 READY_TIMEOUT_S = 20.0
@@ -26,6 +26,8 @@ class BrokerProcess:
     log_lines: list[str]
     auto_port: int = 0
     console_port: int = 0
+    ports: dict[str, int] = field(default_factory=dict)
+    """Every listener's port, by the name the ready line gives it (ssl, stomp_ssl, ...)."""
 
     @property
     def stomp_address(self) -> tuple[str, int]:
@@ -73,6 +75,7 @@ def running_broker(
             broker = BrokerProcess(proc, ports["stomp"], ports.get("openwire", 0), wd, log_lines)
             broker.auto_port = ports.get("auto", 0)
             broker.console_port = ports.get("console", 0)
+            broker.ports = ports
             yield broker
         finally:
             if proc.poll() is None:

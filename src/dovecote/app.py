@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import ssl
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +14,15 @@ from dovecote.broker.plugins import BrokerPlugin
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.stats import StatisticsPlugin
 from dovecote.broker.streams import StreamPlugin
-from dovecote.config import Config, check_exposure
+from dovecote.config import (
+    Config,
+    ConfigError,
+    OpenWireSection,
+    StompSection,
+    check_exposure,
+    tls_listeners,
+    tls_problem,
+)
 from dovecote.store.api import PersistenceAdapter
 from dovecote.store.journal import JournalPersistenceAdapter
 from dovecote.store.memory import MemoryPersistenceAdapter
@@ -21,6 +30,7 @@ from dovecote.store.schedules import JobLog, JobStore, MemoryJobStore
 from dovecote.transport.auto import AutoListenerSettings, AutoServer
 from dovecote.transport.openwire import OpenWireListenerSettings, OpenWireServer
 from dovecote.transport.stomp import StompListenerSettings, StompServer
+from dovecote.transport.tls import TlsFiles, server_context
 from dovecote.web.console import Console
 
 log = logging.getLogger("dovecote")
@@ -127,8 +137,9 @@ def make_job_store(config: Config) -> JobStore:
     return JobLog(config.broker.data_dir / "scheduler", sync=config.store.enable_journal_disk_syncs)
 
 
-def stomp_settings(config: Config) -> StompListenerSettings:
-    s = config.stomp
+def stomp_settings(config: Config, section: StompSection | None = None) -> StompListenerSettings:
+    """[stomp]'s settings, or another section's of its kind ([stomp_ssl])."""
+    s = config.stomp if section is None else section
     return StompListenerSettings(
         host=s.host,
         port=s.port,
@@ -142,8 +153,11 @@ def stomp_settings(config: Config) -> StompListenerSettings:
     )
 
 
-def openwire_settings(config: Config) -> OpenWireListenerSettings:
-    o = config.openwire
+def openwire_settings(
+    config: Config, section: OpenWireSection | None = None
+) -> OpenWireListenerSettings:
+    """[openwire]'s settings, or another section's of its kind ([ssl])."""
+    o = config.openwire if section is None else section
     return OpenWireListenerSettings(
         host=o.host,
         port=o.port,
@@ -153,6 +167,17 @@ def openwire_settings(config: Config) -> OpenWireListenerSettings:
         max_connections=o.max_connections,
         connect_attempt_timeout_ms=o.connect_attempt_timeout_ms,
     )
+
+
+def tls_context(config: Config, client_auth: bool = True) -> ssl.SSLContext:
+    """[tls]'s certificate as a server's SSL context (raises ConfigError when it names none,
+    TlsSetupError, an OSError, when its files cannot be used)."""
+    if problem := tls_problem(config):
+        raise ConfigError(problem)
+    t = config.tls
+    assert t.certificate_file is not None  # else tls_problem said so
+    files = TlsFiles(t.certificate_file, t.key_file, t.key_password, t.ca_file, t.client_auth)
+    return server_context(files, client_auth)
 
 
 class BrokerApp:
@@ -166,6 +191,13 @@ class BrokerApp:
         self.openwire: OpenWireServer | None = None
         if config.openwire.enabled:
             self.openwire = OpenWireServer(self.broker, openwire_settings(config))
+        tls = tls_context(config) if tls_listeners(config) else None
+        self.ssl: OpenWireServer | None = None
+        if config.ssl.enabled:
+            self.ssl = OpenWireServer(self.broker, openwire_settings(config, config.ssl), tls)
+        self.stomp_ssl: StompServer | None = None
+        if config.stomp_ssl.enabled:
+            self.stomp_ssl = StompServer(self.broker, stomp_settings(config, config.stomp_ssl), tls)
         self.auto: AutoServer | None = None
         if config.auto.enabled:
             self.auto = AutoServer(
@@ -178,11 +210,15 @@ class BrokerApp:
                 ),
                 stomp_settings(config),
                 openwire_settings(config),
+                tls if config.auto.tls else None,
             )
 
         self.console: Console | None = None
         if config.console.enabled:
-            self.console = Console(self.broker, config.console.host, config.console.port)
+            console_tls = tls_context(config, client_auth=False) if config.console.tls else None
+            self.console = Console(
+                self.broker, config.console.host, config.console.port, tls=console_tls
+            )
 
     async def start(self) -> None:
         await self.broker.start()
@@ -190,6 +226,10 @@ class BrokerApp:
             await self.stomp.start()
         if self.openwire is not None:
             await self.openwire.start()
+        if self.ssl is not None:
+            await self.ssl.start()
+        if self.stomp_ssl is not None:
+            await self.stomp_ssl.start()
         if self.auto is not None:
             await self.auto.start()
         if self.console is not None:
@@ -202,6 +242,10 @@ class BrokerApp:
             await self.console.stop()
         if self.auto is not None:
             await self.auto.stop()
+        if self.stomp_ssl is not None:
+            await self.stomp_ssl.stop()
+        if self.ssl is not None:
+            await self.ssl.stop()
         if self.openwire is not None:
             await self.openwire.stop()
         if self.stomp is not None:

@@ -95,6 +95,12 @@ async def _serve(broker_app: BrokerApp) -> None:
         listeners.append(f"stomp={broker_app.config.stomp.host}:{broker_app.stomp.port}")
     if broker_app.openwire is not None:
         listeners.append(f"openwire={broker_app.config.openwire.host}:{broker_app.openwire.port}")
+    if broker_app.ssl is not None:
+        listeners.append(f"ssl={broker_app.config.ssl.host}:{broker_app.ssl.port}")
+    if broker_app.stomp_ssl is not None:
+        listeners.append(
+            f"stomp_ssl={broker_app.config.stomp_ssl.host}:{broker_app.stomp_ssl.port}"
+        )
     if broker_app.auto is not None:
         listeners.append(f"auto={broker_app.config.auto.host}:{broker_app.auto.port}")
     if broker_app.console is not None:

@@ -154,6 +154,9 @@ class AutoSection(_Section, frozen=True):
     max_connections: Positive = 1000
     protocol_detection_timeout_ms: NonNegative = 30_000
     """A client that sends nothing in this long is dropped (protocolDetectionTimeOut; 0: never)."""
+    tls: bool = False
+    """auto+ssl://: every connection is TLS ([tls] has the certificate); a TLS handshake not
+    over within protocol_detection_timeout_ms is dropped too."""
 
 
 class ConsoleSection(_Section, frozen=True):
@@ -162,6 +165,44 @@ class ConsoleSection(_Section, frozen=True):
     enabled: bool = True
     host: str = "127.0.0.1"
     port: Port = 8161
+    tls: bool = False
+    """HTTPS with the [tls] certificate (no client certificates asked for here)."""
+
+
+class TlsSection(_Section, frozen=True):
+    """The broker's certificate for its TLS listeners ([ssl], [stomp_ssl], [auto] and
+    [console] with tls = true): PEM files, where ActiveMQ's sslContext has Java key stores.
+    Relative paths are relative to the working directory, as data_dir."""
+
+    certificate_file: Path | None = None
+    """The broker's certificate, then the intermediate CA certificates (keyStore)."""
+    key_file: Path | None = None
+    """The certificate's private key (unset: it follows the certificates in certificate_file)."""
+    key_password: str | None = None
+    """The key's password, if it is encrypted (keyStorePassword)."""
+    ca_file: Path | None = None
+    """The CA certificates client certificates must chain to (trustStore); needed with
+    client_auth "want" or "need"."""
+    client_auth: Literal["none", "want", "need"] = "none"
+    """Client certificates: not asked for; asked for and verified when one comes
+    (wantClientAuth); required (needClientAuth). A verified certificate's subject is the
+    connection's (e.g. "CN=alice,O=example")."""
+
+
+class SslSection(OpenWireSection, frozen=True):
+    """ssl://: OpenWire over TLS (ActiveMQ's ssl transport connector), with [tls]'s
+    certificate; a TLS handshake not over within connect_attempt_timeout_ms is dropped."""
+
+    enabled: bool = False
+    port: Port = 61617
+
+
+class StompSslSection(StompSection, frozen=True):
+    """stomp+ssl://: STOMP over TLS, with [tls]'s certificate; a TLS handshake not over
+    within connect_attempt_timeout_ms is dropped."""
+
+    enabled: bool = False
+    port: Port = 61614
 
 
 class DeadLetterSection(_Section, frozen=True):
@@ -429,6 +470,9 @@ class Config(_Section, frozen=True):
     openwire: OpenWireSection = field(default_factory=OpenWireSection)
     auto: AutoSection = field(default_factory=AutoSection)
     console: ConsoleSection = field(default_factory=ConsoleSection)
+    tls: TlsSection = field(default_factory=TlsSection)
+    ssl: SslSection = field(default_factory=SslSection)
+    stomp_ssl: StompSslSection = field(default_factory=StompSslSection)
     policy: PolicySection = field(default_factory=PolicySection)
     usage: UsageSection = field(default_factory=UsageSection)
     security: SecuritySection = field(default_factory=SecuritySection)
@@ -452,9 +496,39 @@ def load_config(path: Path | None) -> Config:
         return Config()
     data = read_toml(path, "config file")
     try:
-        return msgspec.convert(data, Config, dec_hook=_path_from_text)
+        config = msgspec.convert(data, Config, dec_hook=_path_from_text)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"config file {path}: {_problem(str(exc))}") from None
+    if problem := tls_problem(config):
+        raise ConfigError(f"config file {path}: {problem}")
+    return config
+
+
+def tls_listeners(config: Config) -> list[str]:
+    """The listeners configured to speak TLS, by their sections' names."""
+    return [
+        name
+        for name, wants in (
+            ("ssl", config.ssl.enabled),
+            ("stomp_ssl", config.stomp_ssl.enabled),
+            ("auto.tls", config.auto.enabled and config.auto.tls),
+            ("console.tls", config.console.enabled and config.console.tls),
+        )
+        if wants
+    ]
+
+
+def tls_problem(config: Config) -> str | None:
+    """What is missing for the TLS listeners configured, if anything."""
+    wanting = tls_listeners(config)
+    if wanting and config.tls.certificate_file is None:
+        return f"{', '.join(wanting)}: TLS needs the broker's certificate: set tls.certificate_file"
+    if config.tls.client_auth != "none" and config.tls.ca_file is None:
+        return (
+            f'tls.client_auth = "{config.tls.client_auth}" needs tls.ca_file: the CA '
+            "certificates that client certificates must chain to"
+        )
+    return None
 
 
 def _path_from_text(kind: type, value: Any) -> Any:

@@ -7,7 +7,6 @@ thousand of them cannot lock good clients out. ``DOVECOTE_LONG=1`` runs the long
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import resource
@@ -15,7 +14,6 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from dovecote.protocol.openwire import Structure, Throwable
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.primitives import encode_map
 from rawopenwire import MARSHALLER, Peer, bad_ack, ids, message, queue
+from silentpeers import closed_by_broker, silent_sockets
 
 LONG = bool(os.environ.get("DOVECOTE_LONG"))
 
@@ -336,30 +335,6 @@ def silent_count() -> int:
     """1,000 sockets, or as many as the file descriptor limit leaves room for."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return min(1000, soft - 200)
-
-
-@contextlib.contextmanager
-def silent_sockets(port: int, n: int) -> Iterator[list[socket.socket]]:
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(n):
-            socks.append(socket.create_connection(("127.0.0.1", port), timeout=10))
-        yield socks
-    finally:
-        for s in socks:
-            s.close()
-
-
-def closed_by_broker(sock: socket.socket, timeout: float) -> bool:
-    sock.settimeout(timeout)
-    try:
-        while sock.recv(65536):
-            pass
-    except TimeoutError:
-        return False
-    except OSError:
-        pass
-    return True
 
 
 def first_success(attempt: object, within: float) -> float:

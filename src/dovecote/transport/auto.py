@@ -3,12 +3,14 @@
 An OpenWire client opens with a size-prefixed WireFormatInfo, whose first byte is the high
 byte of a small int32 size: 0x00. A STOMP client opens with a command (a letter) or an EOL.
 The byte read to decide is handed to the chosen protocol's connection as its first input.
+With TLS (auto+ssl://) every connection is TLS: the handshake first, then the same choice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from dataclasses import dataclass
 
 from dovecote.broker.broker import Broker
@@ -38,8 +40,12 @@ class AutoServer(Listener):
         settings: AutoListenerSettings,
         stomp: StompListenerSettings,
         openwire: OpenWireListenerSettings,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        super().__init__(settings.host, settings.port, settings.max_connections)
+        super().__init__(
+            settings.host, settings.port, settings.max_connections, tls,
+            settings.protocol_detection_timeout_ms,
+        )  # fmt: skip
         self.settings = settings
         self.broker = broker
         self.stomp = stomp

@@ -1,12 +1,22 @@
 """What every listener shares: bind, accept, keep track of the connection tasks, refuse
 beyond ``max_connections``, and stop them all on shutdown. A protocol listener implements
-``serve`` for one accepted connection and ``refuse`` for one over the limit."""
+``serve`` for one accepted connection and ``refuse`` for one over the limit.
+
+A TLS listener accepts the sockets itself and hands each to the loop's TLS
+(``connect_accepted_socket``) in a task of its own, so that a connection in its handshake
+is one of the listener's connections from the start: counted, closed at shutdown, the
+first to go when the limit is reached, dropped after the handshake timeout. (Starting TLS
+on a connection the loop accepted would race with its first read: uvloop reads as soon as
+the protocol is connected, and the ClientHello would reach the protocol, not the TLS.)
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import socket
+import ssl
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
@@ -14,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 from dovecote.core.commands import SendMessage
 from dovecote.transport.peerlog import PEER_LOG
 from dovecote.transport.stream import Stream
+from dovecote.transport.tls import handshake_failure, handshake_failure_level
 
 if TYPE_CHECKING:
     from dovecote.broker.broker import Broker
@@ -27,18 +38,33 @@ BACKLOG = 5000
 """Connections the kernel completes before they are accepted (TcpTransportServer's backlog;
 Linux caps it at net.core.somaxconn). At asyncio's 100, a burst of connects overflowed it
 and each connect beyond waited out a SYN retransmit (1 s and more)."""
+ACCEPT_RETRY_S = 1.0
+"""A TLS listener that cannot accept (out of file descriptors) tries again after this long,
+as asyncio's own servers do."""
 
 
 class Listener:
     name = "listener"
 
-    def __init__(self, host: str, port: int, max_connections: int) -> None:
+    def __init__(
+        self, host: str, port: int, max_connections: int,
+        tls: ssl.SSLContext | None = None, handshake_timeout_ms: int = 0,
+    ) -> None:  # fmt: skip
         self.host = host
         self.requested_port = port
         self.max_connections = max_connections
+        self.tls = tls
+        if tls is not None:
+            self.name = f"{self.name} over TLS"
+        self.handshake_timeout_ms = handshake_timeout_ms
+        """A TLS handshake not over in this long is abandoned (0: asyncio's 60 s)."""
         self._server: asyncio.Server | None = None
+        self._socket: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
         self._connections: dict[asyncio.Task[None], Stream] = {}
         """Each connection's task and stream, oldest first."""
+        self._handshaking: dict[asyncio.Task[None], TlsHandshake] = {}
+        """The tasks of the connections still in their TLS handshake."""
 
     def _new_stream(self) -> Stream:
         # Reading pauses beyond two chunks unread (asyncio's streams: twice their limit).
@@ -46,6 +72,8 @@ class Listener:
 
     @property
     def port(self) -> int:
+        if self._socket is not None:
+            return int(self._socket.getsockname()[1])
         assert self._server is not None
         # Any: uvloop's server gives a list where typeshed says tuple (and compiled, this
         # module checks the hint).
@@ -53,15 +81,30 @@ class Listener:
         return int(sockets[0].getsockname()[1])
 
     async def start(self) -> None:
-        # Any: a Stream is a protocol by its methods, not by inheriting asyncio's Protocol
-        # (a compiled class cannot).
-        factory = cast(Any, self._new_stream)
-        self._server = await asyncio.get_running_loop().create_server(
-            factory, self.host, self.requested_port, backlog=BACKLOG
-        )
+        if self.tls is not None:
+            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+            sock = socket.create_server(
+                (self.host, self.requested_port), family=family, backlog=BACKLOG
+            )
+            sock.setblocking(False)
+            self._socket = sock
+            self._accepting = asyncio.get_running_loop().create_task(self._accept_tls(sock))
+        else:
+            # Any: a Stream is a protocol by its methods, not by inheriting asyncio's
+            # Protocol (a compiled class cannot).
+            factory = cast(Any, self._new_stream)
+            self._server = await asyncio.get_running_loop().create_server(
+                factory, self.host, self.requested_port, backlog=BACKLOG
+            )
         log.info("%s listening on %s:%d", self.name, self.host, self.port)
 
     async def stop(self) -> None:
+        if self._accepting is not None:
+            self._accepting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._accepting
+        if self._socket is not None:
+            self._socket.close()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
@@ -89,19 +132,89 @@ class Listener:
         finally:
             self._connections.pop(task, None)
 
+    async def _accept_tls(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, address = await loop.sock_accept(sock)
+            except OSError as exc:  # out of file descriptors, most likely
+                PEER_LOG.peer(log, None, "%s: cannot accept a connection: %s", self.name, exc)
+                await asyncio.sleep(ACCEPT_RETRY_S)
+                continue
+            peer = _address_text(address)
+            if len(self._connections) >= self.max_connections and not self._evict_silent():
+                PEER_LOG.peer(
+                    log, None, "%s: %d connections, the maximum; refusing one from %s",
+                    self.name, self.max_connections, peer,
+                )  # fmt: skip
+                conn.close()  # before the handshake: nothing can be said to it
+                continue
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            stream = Stream(None, 2 * READ_CHUNK, tls=True)
+            handshake = TlsHandshake(conn, peer)
+            task = loop.create_task(self._serve_tls(stream, handshake))
+            task.add_done_callback(self._forget)
+            self._connections[task] = stream
+            self._handshaking[task] = handshake
+
+    async def _serve_tls(self, stream: Stream, handshake: TlsHandshake) -> None:
+        """Handshake on an accepted socket, then serve it."""
+        handshake.started = True
+        task = asyncio.current_task()
+        assert task is not None and self.tls is not None
+        timeout_ms = self.handshake_timeout_ms
+        try:
+            # From here the loop closes the socket when the handshake fails or is cancelled.
+            await asyncio.get_running_loop().connect_accepted_socket(
+                cast(Any, lambda: stream), handshake.conn, ssl=self.tls,
+                ssl_handshake_timeout=timeout_ms / 1000 if timeout_ms > 0 else None,
+            )  # fmt: skip
+        except OSError as exc:  # ssl.SSLError, a timeout, a reset: the client's doing
+            PEER_LOG.peer(
+                log, None, "%s: TLS handshake with %s failed: %s; closing it",
+                self.name, handshake.peer, handshake_failure(exc), exc=exc,
+                level=handshake_failure_level(exc),
+            )  # fmt: skip
+            return
+        finally:
+            self._handshaking.pop(task, None)
+        await self.serve(stream)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        """A TLS connection's task is over: cancelled before it began, its socket is still
+        the listener's to close."""
+        self._connections.pop(task, None)
+        handshake = self._handshaking.pop(task, None)
+        if handshake is not None and not handshake.started:
+            handshake.conn.close()
+
     def _evict_silent(self) -> bool:
         """At the limit, close the oldest connection that has not introduced itself, so that
         sockets held open without a word cannot lock clients out until their handshake
-        times out (beyond ActiveMQ, which refuses the newcomer)."""
-        for stream in self._connections.values():
-            if not stream.handshaken and not stream.is_closing():
-                PEER_LOG.peer(
-                    log, None, "%s: %d connections, the maximum; closing one from %s that "
-                    "has not finished its handshake", self.name, self.max_connections,
-                    stream.get_extra_info("peername"), level=logging.INFO,
-                )  # fmt: skip
+        times out (beyond ActiveMQ, which refuses the newcomer). One still in its TLS
+        handshake has not either."""
+        for task, stream in self._connections.items():
+            if stream.handshaken:
+                continue
+            handshake = self._handshaking.get(task)
+            if handshake is not None:
+                if task.cancelling():
+                    continue
+                address: Any = handshake.peer
+            elif stream.is_closing():
+                continue
+            else:
+                address = stream.get_extra_info("peername")
+            PEER_LOG.peer(
+                log, None, "%s: %d connections, the maximum; closing one from %s that "
+                "has not finished its handshake", self.name, self.max_connections,
+                address, level=logging.INFO,
+            )  # fmt: skip
+            if handshake is not None:
+                task.cancel()  # the socket is closed by the loop, or by _forget
+            else:
                 stream.close()  # its task ends as its read sees the close
-                return True
+            return True
         return False
 
     async def serve(self, stream: Stream) -> None:
@@ -109,6 +222,24 @@ class Listener:
 
     def refuse(self, stream: Stream) -> None:
         """Say why before closing, where the protocol can."""
+
+
+class TlsHandshake:
+    """An accepted TLS connection until its handshake is over."""
+
+    __slots__ = ("conn", "peer", "started")
+
+    def __init__(self, conn: socket.socket, peer: str) -> None:
+        self.conn = conn
+        self.peer = peer
+        self.started = False
+        """Whether its task has begun (and handed the socket to the loop)."""
+
+
+def _address_text(address: Any) -> str:
+    if isinstance(address, tuple) and len(address) >= 2:
+        return f"{address[0]}:{address[1]}"
+    return str(address)
 
 
 class BatchedWriter:

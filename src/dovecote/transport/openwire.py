@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Final
@@ -82,8 +83,13 @@ class OpenWireListenerSettings:
 class OpenWireServer(Listener):
     name = "OpenWire"
 
-    def __init__(self, broker: Broker, settings: OpenWireListenerSettings) -> None:
-        super().__init__(settings.host, settings.port, settings.max_connections)
+    def __init__(
+        self, broker: Broker, settings: OpenWireListenerSettings, tls: ssl.SSLContext | None = None
+    ) -> None:
+        super().__init__(
+            settings.host, settings.port, settings.max_connections, tls,
+            settings.connect_attempt_timeout_ms,
+        )  # fmt: skip
         self.broker = broker
         self.settings = settings
 
@@ -324,7 +330,10 @@ class OpenWireConnection:
             return True
         await self._route_batch()  # anything else runs after the sends before it
         if request.connect is not None:
-            peer = Peer(peer_address(self.stream), "openwire")
+            peer = Peer(
+                peer_address(self.stream), "openwire", self.stream.tls,
+                self.stream.certificate_subject(),
+            )  # fmt: skip
             await self.broker.add_connection(request.connect, self._on_dispatch, peer)
             self._registered = request.connect.connection_id
         for command in request.commands:

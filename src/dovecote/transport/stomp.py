@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -67,8 +68,13 @@ class StompListenerSettings:
 class StompServer(Listener):
     name = "STOMP"
 
-    def __init__(self, broker: Broker, settings: StompListenerSettings) -> None:
-        super().__init__(settings.host, settings.port, settings.max_connections)
+    def __init__(
+        self, broker: Broker, settings: StompListenerSettings, tls: ssl.SSLContext | None = None
+    ) -> None:
+        super().__init__(
+            settings.host, settings.port, settings.max_connections, tls,
+            settings.connect_attempt_timeout_ms,
+        )  # fmt: skip
         self.broker = broker
         self.settings = settings
 
@@ -232,7 +238,10 @@ class StompConnection:
         # Anything else runs after the sends before it (a RECEIPT covers them all).
         await self._settle_pipelined(0)
         if request.connect is not None:
-            peer = Peer(peer_address(self.stream), "stomp")
+            peer = Peer(
+                peer_address(self.stream), "stomp", self.stream.tls,
+                self.stream.certificate_subject(),
+            )  # fmt: skip
             await self.broker.add_connection(request.connect, self._on_dispatch, peer)
             self._registered = True
             self.stream.handshaken = True

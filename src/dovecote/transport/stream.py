@@ -18,15 +18,23 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
+from dovecote.transport.tls import certificate_subject
+
 
 class Stream:
     """The protocol of one connection (asyncio calls the ``connection_made`` ...
     ``resume_writing`` methods) and the stream its handler reads and writes."""
 
     def __init__(
-        self, on_connected: Callable[[Stream], Coroutine[Any, Any, None]], limit: int
+        self,
+        on_connected: Callable[[Stream], Coroutine[Any, Any, None]] | None,
+        limit: int,
+        tls: bool = False,
     ) -> None:
         self._on_connected = on_connected
+        self.tls = tls
+        """Made by a TLS listener: the transport is the TLS session's, connected once the
+        handshake is over (without ``on_connected``: the listener's task is waiting)."""
         self._limit = limit
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
@@ -53,8 +61,9 @@ class Stream:
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
-        # The listener keeps track of the task (it adds it to its connections).
-        self._loop.create_task(self._on_connected(self))
+        if self._on_connected is not None:
+            # The listener keeps track of the task (it adds it to its connections).
+            self._loop.create_task(self._on_connected(self))
 
     def data_received(self, data: bytes) -> None:
         self._chunks.append(data)
@@ -67,7 +76,9 @@ class Stream:
     def eof_received(self) -> bool:
         self._eof = True
         self._wake_reader()
-        return True  # keep the transport open for writing: the handler closes it
+        # Keep the transport open for writing: the handler closes it. (TLS has no half
+        # close: its transport closes itself, and warns when asked not to.)
+        return not self.tls
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
@@ -193,3 +204,10 @@ class Stream:
 
     def get_extra_info(self, name: str) -> Any:
         return self.transport.get_extra_info(name)
+
+    def certificate_subject(self) -> str | None:
+        """The subject of the client certificate the TLS handshake verified, as RFC 4514
+        text ("CN=alice,O=dovecote"); None without TLS or without a client certificate."""
+        if not self.tls:
+            return None
+        return certificate_subject(self.transport.get_extra_info("peercert"))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import time
 from collections.abc import Iterable
 from itertools import count
@@ -248,10 +249,14 @@ class AdminServer:
     SIGINT/SIGTERM handlers over the CLI's, so this drives its startup, main loop and
     shutdown steps itself."""
 
-    def __init__(self, broker: Broker, sock: socket.socket) -> None:
+    def __init__(
+        self, broker: Broker, sock: socket.socket, tls: ssl.SSLContext | None = None
+    ) -> None:
         self._config = uvicorn.Config(
-            admin_app(broker), log_level="warning", access_log=False, lifespan="off"
-        )
+            admin_app(broker), log_level="warning", access_log=False, lifespan="off",
+            # HTTPS with the broker's own context ([tls], made by the app).
+            ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None,
+        )  # fmt: skip
         self._server = uvicorn.Server(self._config)
         self._sockets = [sock]
         self._loop_task: asyncio.Task[None] | None = None

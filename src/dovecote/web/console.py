@@ -15,6 +15,7 @@ import asyncio
 import importlib
 import logging
 import socket
+import ssl
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -27,10 +28,14 @@ log = logging.getLogger("dovecote.web")
 class Console:
     """The console's listening socket; the admin server behind it once somebody calls."""
 
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
+    def __init__(
+        self, broker: Broker, host: str, port: int, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.broker = broker
         self.host = host
         self.port = port
+        self.tls = tls
+        """HTTPS with this context (the connection waiting at the start is TLS too)."""
         self.admin: AdminServer | None = None
         self._sock: socket.socket | None = None
         self._starting: asyncio.Task[None] | None = None
@@ -51,7 +56,7 @@ class Console:
     async def _start_admin(self, sock: socket.socket) -> None:
         try:
             module: Any = await asyncio.to_thread(importlib.import_module, "dovecote.web.admin")
-            admin: AdminServer = module.AdminServer(self.broker, sock)
+            admin: AdminServer = module.AdminServer(self.broker, sock, tls=self.tls)
             await admin.start()
         except Exception:
             # Without its modules there is no console; say so, and the broker goes on.

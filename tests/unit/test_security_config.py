@@ -3,6 +3,7 @@ with a message naming them, and the secure-by-default rule for listeners."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,21 @@ def test_a_listener_beyond_loopback_needs_authentication_or_allow_anonymous(
     assert exposure_problem(load_config(write(tmp_path, on_purpose))) is None
     with_users = open_stomp + f'[[security.users]]\nname = "bob"\npassword = "{HASH}"\n'
     assert exposure_problem(load_config(write(tmp_path, with_users))) is None
+
+
+def test_the_readme_security_example_loads_and_means_what_it_says(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    (example,) = re.findall(r"```toml security\n(.*?)```", readme, flags=re.DOTALL)
+    settings = load_config(write(tmp_path, example)).security.to_settings()
+    users, authorization = settings.users, settings.authorization
+    assert users is not None and authorization is not None
+    alice = users.authenticate("alice", "alice-secret")
+    bob = users.authenticate("bob", "bob-secret")
+    assert alice == Principal("alice", frozenset({"admins"}))
+    assert bob == Principal("bob", frozenset({"orders-app", "auditors"}))
+    assert users.authenticate(None, None) is None
+    assert authorization.allows(bob, Right.WRITE, queue("orders.eu"))
+    assert not authorization.allows(bob, Right.WRITE, queue("billing"))
+    assert authorization.allows(bob, Right.READ, topic("ActiveMQ.Advisory.TempQueue"))
+    peer = Peer("10.0.0.2:5000", "openwire", True, "CN=billing, O=example")
+    assert settings.certificates.user_of(peer, users) == "bob"

@@ -4,6 +4,7 @@ the server context made from PEM files, and a certificate's subject as RFC 4514 
 from __future__ import annotations
 
 import logging
+import re
 import ssl
 from pathlib import Path
 
@@ -145,6 +146,20 @@ def test_the_console_context_asks_no_client_certificate(pki: Pki) -> None:
                                    ca_file=pki.ca, client_auth="need"))  # fmt: skip
     assert tls_context(config).verify_mode == ssl.CERT_REQUIRED
     assert tls_context(config, client_auth=False).verify_mode == ssl.CERT_NONE
+
+
+ROOT = Path(__file__).parent.parent.parent
+
+
+@pytest.mark.parametrize(
+    ("document", "fence"), [("README.md", "toml tls"), ("docs/tls.md", "toml")]
+)
+def test_the_documented_examples_load(tmp_path: Path, document: str, fence: str) -> None:
+    found = re.search(rf"```{fence}\n(.*?)```", (ROOT / document).read_text(), re.DOTALL)
+    assert found is not None
+    config = load(tmp_path, found[1])
+    assert config.ssl.enabled and config.stomp_ssl.enabled and config.auto.tls
+    assert config.console.tls and config.tls.certificate_file is not None
 
 
 def subject(*rdns: tuple[tuple[str, str], ...]) -> dict[str, object]:

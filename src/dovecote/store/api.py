@@ -146,5 +146,10 @@ class PersistenceAdapter(Protocol):
     def message_count(self, destination: Destination) -> int:
         """How many stored messages a queue holds (for topics: messages any sub still needs)."""
 
+    @property
+    def degraded(self) -> str | None:
+        """Why the store is in degraded mode (a full disk, an I/O error: store/health.py),
+        or None while it works. For the admin API and metrics."""
+
 
 pickle_by_fields(__name__)

@@ -37,6 +37,7 @@ from dovecote.store.api import (
     StoreOp,
 )
 from dovecote.store.groupcommit import GroupWriter, written
+from dovecote.store.health import INDEX
 from dovecote.store.journal.damage import (
     INDEX_DAMAGE,
     LostInReplay,
@@ -50,6 +51,7 @@ from dovecote.store.journal.records import (
     BatchEncoder,
     JournalOp,
     SequencedAdd,
+    adds_to_store,
     decode_batch,
     sequence,
 )
@@ -114,6 +116,10 @@ def _records(batches: list[list[JournalOp]]) -> Iterator[list[JournalOp]]:
         yield small
 
 
+def _batch_adds(item: tuple[list[JournalOp], bool]) -> bool:
+    return adds_to_store(item[0])
+
+
 def _with_counter(message: Message, counter: int) -> Message:
     """A stored message with the redelivery counter the index keeps for it."""
     return message if message.redelivery_counter == counter else message.with_redelivery(counter)
@@ -141,7 +147,7 @@ class JournalPersistenceAdapter:
         self._files: DataFiles | None = None
         self._index: Index | None = None
         self._next_seq = 1
-        self._writer = GroupWriter(self._write_group, self._after_group)
+        self._writer = GroupWriter(self._write_group, self._after_group, adds=_batch_adds)
         self._encoder = BatchEncoder()
         # Groups written (durable) but not yet applied to the index, with the journal's head
         # after the last of them: what the index's ``applied`` becomes once they are.
@@ -152,8 +158,6 @@ class JournalPersistenceAdapter:
         self._catch_up_due = 0.0
         self._index_changed = True
         """The index moved since the last checkpoint (live counts change only then)."""
-        self._index_failing = False
-        """The last catch-up's commit failed (logged once until one succeeds)."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -173,6 +177,7 @@ class JournalPersistenceAdapter:
         except lmdb.Error as exc:  # a page LMDB finds damaged while replay writes
             self._rebuild_index(exc)
         self._files.open_for_append()
+        self._writer.probe = self._files.roll
         try:
             self._mark_started()
         except lmdb.Error as exc:
@@ -386,20 +391,22 @@ class JournalPersistenceAdapter:
                 return
             # (A full disk.) Nothing of it counted: the same records are applied again by
             # the next catch-up; until then reads that need the index fail.
-            if not self._index_failing:
-                log.warning("journal index could not be updated (%s); retrying", exc)
-            self._index_failing = True
-            raise StoreFailedError(f"the store's index could not be updated: {exc}") from exc
+            reason = f"the store's index could not be updated: {exc}"
+            self._writer.health.failed(INDEX, reason)
+            raise StoreFailedError(reason) from exc
         except BaseException:
             index.abort(txn)
             raise
-        if self._index_failing:
-            log.info("journal index updated again")
-            self._index_failing = False
+        self._writer.health.repaired(INDEX)
         self._unapplied.clear()
         self._unapplied_ops = 0
         self._unapplied_head = None
         self._index_changed = True
+
+    @property
+    def degraded(self) -> str | None:
+        """Why the store is in degraded mode (store/health.py), or None."""
+        return self._writer.degraded
 
     async def _after_group(self) -> None:
         if self._unapplied_head is not None:

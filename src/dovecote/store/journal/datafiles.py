@@ -40,6 +40,9 @@ INLINE_SYNC_LIMIT_S = 0.001
 """fsyncs faster than this (on average) run in the event loop, slower ones in a thread."""
 INLINE_SYNC_MAX_BYTES = 64 * 1024
 """... and only for groups of at most this many bytes."""
+PROBE_ROOM = 4 * 1024 * 1024
+"""The room a store whose writes failed wants in a new data file before it says it can
+write again (a file's full length may be more than the disk held even when empty)."""
 
 
 @dataclass(slots=True, unsafe_hash=True, order=True, init=False)
@@ -113,20 +116,26 @@ class DataFiles:
             end = self._find_end(self.current_id)
         self.position = end
 
-    def _start_file(self, file_id: int) -> None:
+    async def roll(self) -> None:
+        """Start the next data file now, with room for PROBE_ROOM bytes at least: what a
+        store whose writes failed tries (a full disk refuses a new file first). Raises
+        OSError if the disk cannot give that room."""
+        self._start_file(self.current_id + 1, need_room=PROBE_ROOM)
+
+    def _start_file(self, file_id: int, need_room: int = 0) -> None:
         # The new file is made whole before the current one is let go: on a full disk the
         # append fails and the journal goes on in the file it had (a half-made one removed).
         path = self.path(file_id)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         header = file_header(file_id)
         try:
-            _preallocate(fd, self.max_file_length)
+            _preallocate(fd, self.max_file_length, need_room)
             if os.pwrite(fd, header, 0) != len(header):
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        except OSError:
+        except OSError as exc:
             os.close(fd)
             path.unlink(missing_ok=True)
-            raise
+            raise _at(exc, path) from exc
         if self._fd >= 0:
             self._truncate_to_data()
             os.close(self._fd)
@@ -150,11 +159,14 @@ class DataFiles:
         if self.position > FILE_HEADER.size and self.position + size > self.max_file_length:
             self._start_file(self.current_id + 1)
         location = Location(self.current_id, self.position)
-        written = os.pwritev(self._fd, parts, self.position)
-        if written < size:  # a short write to a regular file is rare; finish it
-            rest = b"".join(parts)
-            while written < size:
-                written += os.pwrite(self._fd, rest[written:], self.position + written)
+        try:
+            written = os.pwritev(self._fd, parts, self.position)
+            if written < size:  # a short write to a regular file is rare; finish it
+                rest = b"".join(parts)
+                while written < size:
+                    written += os.pwrite(self._fd, rest[written:], self.position + written)
+        except OSError as exc:
+            raise _at(exc, self.path(self.current_id)) from exc
         self.position += size
         self._unsynced += size
         self._dirty.add(self.current_id)
@@ -389,10 +401,23 @@ def _checked(length: int, crc: int, kind: int, payload: bytes) -> bytes:
     return payload
 
 
-def _preallocate(fd: int, length: int) -> None:
-    # Without fallocate here (or without the room), the file grows with its appends instead.
-    with contextlib.suppress(AttributeError, OSError):
+def _at(exc: OSError, path: Path) -> OSError:
+    """The error with the file it happened to (os.pwrite does not say)."""
+    if exc.filename is not None:
+        return exc
+    return OSError(exc.errno, exc.strerror or str(exc), str(path))
+
+
+def _preallocate(fd: int, length: int, need_room: int = 0) -> None:
+    # Without fallocate here (or without the room), the file grows with its appends
+    # instead; but ``need_room`` bytes of it must be had.
+    try:
         os.posix_fallocate(fd, 0, length)
+    except AttributeError:
+        pass
+    except OSError as exc:
+        if need_room and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+            os.posix_fallocate(fd, 0, min(length, need_room))
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -202,4 +202,10 @@ def sequence(batch: Sequence[StoreOp], next_seq: int) -> tuple[list[JournalOp], 
     return ops, next_seq
 
 
+def adds_to_store(ops: list[JournalOp]) -> bool:
+    """Whether a batch stores something new (a message or a subscription): what a degraded
+    store refuses, where it still tries removals and acks."""
+    return any(isinstance(op, SequencedAdd | AddSubscription) for op in ops)
+
+
 pickle_by_fields(__name__)

@@ -38,6 +38,9 @@ class MemoryPersistenceAdapter:
         # For each durable subscription, the ids of topic messages it has not acked yet.
         self._sub_pending: dict[_SubKey, dict[str, None]] = {}
 
+    degraded: str | None = None
+    """Memory never fails to write (store/health.py)."""
+
     async def start(self) -> None:
         return None
 

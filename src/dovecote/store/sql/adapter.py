@@ -48,7 +48,7 @@ from dovecote.store.api import (
     UpdateRedelivery,
 )
 from dovecote.store.groupcommit import GroupWriter, written
-from dovecote.store.journal.records import JournalOp, SequencedAdd, sequence
+from dovecote.store.journal.records import JournalOp, SequencedAdd, adds_to_store, sequence
 from dovecote.store.messagecodec import pack_message, unpack_message
 from dovecote.store.sql.schema import acks, checkpoint, lock, messages, metadata, sub_acks
 
@@ -80,7 +80,7 @@ class SqlPersistenceAdapter:
         self._me = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(4).hex()}"
         self._engine: Engine | None = None
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dovecote-sql")
-        self._writer = GroupWriter(self._write_group)
+        self._writer = GroupWriter(self._write_group, adds=adds_to_store)
         self._renewer: asyncio.Task[None] | None = None
         self._subs: dict[_SubKey, tuple[DurableSubscription, int]] = {}
         self._next_seq = 1
@@ -198,6 +198,12 @@ class SqlPersistenceAdapter:
                 self._subs[(row.CLIENT_ID, row.SUB_NAME)] = (sub, row.LAST_ACKED_ID)
 
     # -- writing ---------------------------------------------------------------------------
+
+    @property
+    def degraded(self) -> str | None:
+        """Why the store is in degraded mode (store/health.py), or None. A database has no
+        probe of its own: the next send let through tries it."""
+        return self._writer.degraded
 
     def write(
         self, batch: Sequence[StoreOp], sync: bool = True, lazy: bool = False

@@ -33,6 +33,7 @@ from dovecote.store.journal.datafiles import DataFiles, Location
 from dovecote.store.journal.records import (
     JournalOp,
     SequencedAdd,
+    adds_to_store,
     decode_batch,
     encode_batch,
     sequence,
@@ -89,7 +90,7 @@ class JournaledSqlPersistenceAdapter:
         self._files: DataFiles | None = None
         self._window: list[JournalOp] = []
         self._window_end = Location(0, 0)
-        self._writer = GroupWriter(self._write_group, self._after_group)
+        self._writer = GroupWriter(self._write_group, self._after_group, adds=adds_to_store)
         self._ticker: asyncio.Task[None] | None = None
         self._next_seq = 1
         self.checkpoints = 0
@@ -111,6 +112,7 @@ class JournaledSqlPersistenceAdapter:
         # Never write below a position the tables already claim to cover.
         self._files.open_for_append(first_id=covered[0] + 1 if covered else 1)
         self._window_end = self._files.head
+        self._writer.probe = self._files.roll
         if self._window:
             log.info("journaled SQL: %d operations in the journal tail", len(self._window))
         await self._checkpoint_now()
@@ -149,6 +151,11 @@ class JournaledSqlPersistenceAdapter:
         for ops in group:
             self._window.extend(ops)
         self._window_end = end
+
+    @property
+    def degraded(self) -> str | None:
+        """Why the store is in degraded mode (store/health.py), or None."""
+        return self._writer.degraded
 
     async def _after_group(self) -> None:
         if len(self._window) >= self.checkpoint_max_ops:

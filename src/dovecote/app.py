@@ -4,7 +4,6 @@ together. The CLI and the test fixtures both go through here."""
 from __future__ import annotations
 
 import logging
-import shutil
 import ssl
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +13,7 @@ from dovecote.broker.plugins import BrokerPlugin
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.stats import StatisticsPlugin
 from dovecote.broker.streams import StreamPlugin
+from dovecote.broker.usage import DiskWatch, capped, disk_room
 from dovecote.config import (
     Config,
     ConfigError,
@@ -95,24 +95,27 @@ def disk_capped(config: Config) -> BrokerSettings:
 
 
 def _cap_to_disk(name: str, limit: int, directory: Path) -> int:
-    existing = directory
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    free = shutil.disk_usage(existing).free
-    # Space the store holds already is its own to reuse (allocated blocks: a data file is
-    # preallocated beyond its data).
-    held = sum(f.stat().st_blocks * 512 for f in directory.rglob("*") if f.is_file())
-    # The limit counts messages' bytes; their records, the index and the acks that free
-    # space take some more of the disk.
-    room = (free + held) * 9 // 10
-    if limit <= room:
+    disk = disk_room(directory)
+    room = capped(limit, disk.room)
+    if room == limit:
         return limit
     log.warning(
         "%s limit of %d MiB is more than %s can hold (%d MiB free, %d MiB in use): "
         "limited to %d MiB",
-        name, limit >> 20, existing.resolve(), free >> 20, held >> 20, room >> 20,
+        name, limit >> 20, disk.mount, disk.free >> 20, disk.held >> 20, room >> 20,
     )  # fmt: skip
     return room
+
+
+def disk_watch(config: Config, broker: Broker) -> DiskWatch:
+    """The re-check of the store and temp limits against their disks as the broker runs."""
+    watch = DiskWatch(config.usage.disk_check_period_ms / 1000)
+    usage = broker.usage
+    directory = store_directory(config)
+    if directory is not None:
+        watch.watch(usage.store, config.usage.store_limit, directory)
+    watch.watch(usage.temp, config.usage.temp_limit, broker.settings.temp_directory)
+    return watch
 
 
 def make_plugins(config: Config) -> list[BrokerPlugin]:
@@ -185,6 +188,7 @@ class BrokerApp:
         check_exposure(config)  # secure by default: not open beyond loopback by mistake
         self.config = config
         self.broker = Broker(disk_capped(config), make_store(config), plugins=make_plugins(config))
+        self.disk_watch = disk_watch(config, self.broker)
         self.stomp: StompServer | None = None
         if config.stomp.enabled:
             self.stomp = StompServer(self.broker, stomp_settings(config))
@@ -222,6 +226,7 @@ class BrokerApp:
 
     async def start(self) -> None:
         await self.broker.start()
+        self.disk_watch.start()
         if self.stomp is not None:
             await self.stomp.start()
         if self.openwire is not None:
@@ -250,5 +255,6 @@ class BrokerApp:
             await self.openwire.stop()
         if self.stomp is not None:
             await self.stomp.stop()
+        await self.disk_watch.stop()
         await self.broker.stop()
         log.info("broker %r stopped", self.config.broker.name)

@@ -226,6 +226,10 @@ class UsageSection(_Section, frozen=True):
     """Bytes of non-persistent messages spilled to the temp store (data_dir/tmp_storage)."""
     send_fail_if_no_space: bool = False
     """At a limit, a send fails with an error naming it instead of waiting."""
+    disk_check_period_ms: NonNegative = 2_000
+    """How often the store and temp limits are checked against their disks' free space
+    while the broker runs, and lowered when another process fills the disk (0: at start
+    only)."""
 
 
 class PolicyEntry(_Section, frozen=True):

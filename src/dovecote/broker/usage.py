@@ -9,15 +9,22 @@ a release makes room, or get a ``ResourceLimitError`` when ``send_fail_if_no_spa
 The temp store holds the bodies of non-persistent messages spilled out of memory by
 destinations whose producer flow control is off: one append-only file, wiped at start and
 emptied whenever nothing in it is live.
+
+The store and temp limits are kept within what their disks can hold: cut at start (as
+ActiveMQ does) and, by a ``DiskWatch``, every few seconds while the broker runs, so that when
+another process fills the disk producers meet the limit (and wait, or get the error naming
+it) instead of the disk's end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from dovecote.core.errors import ResourceLimitError
@@ -74,6 +81,13 @@ class Usage:
             if above is not None:
                 room = above if room is None else min(room, above)
         return room
+
+    def set_limit(self, limit: int) -> None:
+        """A new limit (the disk's room changed); producers waiting for room are woken."""
+        raised = self.limit > 0 and (limit == 0 or limit > self.limit)
+        self.limit = limit
+        if raised and self._on_release is not None:
+            self._on_release()
 
     def charge(self, amount: int) -> None:
         usage: Usage | None = self
@@ -172,3 +186,114 @@ class TempStore:
         if self._live == 0 and self._size:
             os.ftruncate(self._fd, 0)
             self._size = 0
+
+
+DISK_SHARE = 0.9
+"""The share of a disk's room a limit may take: the limit counts messages' bytes, and their
+records, the index and the acks that free space take some more of the disk."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiskRoom:
+    """What a directory's filesystem can give a store kept there."""
+
+    mount: Path
+    """The directory, or its nearest existing parent (the store may not have made it yet)."""
+    free: int
+    held: int
+    """Bytes the store's files there hold already (allocated blocks: a preallocated data
+    file counts whole): its own to reuse."""
+
+    @property
+    def room(self) -> int:
+        return int((self.free + self.held) * DISK_SHARE)
+
+
+def disk_room(directory: Path) -> DiskRoom:
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    held = 0
+    if directory.exists():
+        for path in directory.rglob("*"):
+            with contextlib.suppress(OSError):  # (a file removed meanwhile)
+                if path.is_file():
+                    held += path.stat().st_blocks * 512
+    return DiskRoom(existing.resolve(), free, held)
+
+
+def capped(limit: int, room: int) -> int:
+    """``limit`` (0: none) within ``room``; never 0, which would mean no limit."""
+    return max(1, room if limit == 0 else min(limit, room))
+
+
+@dataclass(slots=True)
+class WatchedLimit:
+    usage: Usage
+    configured: int
+    """The limit the configuration asks for (0: none)."""
+    directory: Path
+    baseline: int
+    """The limit at start (cut to the disk then, and logged so)."""
+    lowered: bool = False
+
+    def check(self) -> None:
+        usage = self.usage
+        disk = disk_room(self.directory)
+        limit = capped(self.configured, disk.room)
+        if limit == usage.limit:
+            return
+        usage.set_limit(limit)
+        # Noticed (logged) only past a hundredth of the limit at start: the store's own
+        # index and logs beside it move the room a little all the time.
+        lowered = limit < self.baseline - self.baseline // 100
+        if lowered and not self.lowered:
+            log.warning(
+                "%s limit lowered to %d MiB: the disk at %s has %d MiB free (%d MiB held by "
+                "it); producers meet the limit instead of the disk's end",
+                usage.name, limit >> 20, disk.mount, disk.free >> 20, disk.held >> 20,
+            )  # fmt: skip
+        elif self.lowered and not lowered:
+            log.info("%s limit back to %d MiB: its disk has room again", usage.name, limit >> 20)
+        else:
+            log.debug("%s limit now %d MiB (the disk at %s: %d MiB free)",
+                      usage.name, limit >> 20, disk.mount, disk.free >> 20)  # fmt: skip
+        self.lowered = lowered
+
+
+class DiskWatch:
+    """Every ``period_s``, each watched limit set to what its disk can hold (at most the
+    configured limit): lowered when another process fills the disk (one WARNING), back up
+    once it has room again (one INFO). A few stat calls per period, never per message."""
+
+    def __init__(self, period_s: float) -> None:
+        self.period_s = period_s
+        self.limits: list[WatchedLimit] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def watch(self, usage: Usage, configured: int, directory: Path) -> None:
+        self.limits.append(WatchedLimit(usage, configured, directory, usage.limit))
+
+    def start(self) -> None:
+        if self.period_s > 0 and self.limits and self._task is None:
+            self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.period_s)
+            self.check()
+
+    def check(self) -> None:
+        for watched in self.limits:
+            try:
+                watched.check()
+            except OSError as exc:  # the disk cannot even be asked: again next period
+                log.debug("disk check of %s failed: %s", watched.directory, exc)

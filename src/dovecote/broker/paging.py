@@ -50,7 +50,7 @@ class Paging:
             settings.temp_limit,
             settings.send_fail_if_no_space,
         )
-        self.temp = TempStore(settings.temp_directory)
+        self.temp = TempStore(settings.temp_directory, self.usage.temp)
         self._memory: dict[Destination, Usage] = {}
         self._flow_control_of: dict[Destination, bool] = {}  # (policies are fixed at start)
         self._unreadable: set[Destination] = set()

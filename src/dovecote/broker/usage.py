@@ -150,13 +150,23 @@ class SystemUsage:
 
 
 class TempStore:
-    """Spilled message bodies in one file under the data directory, gone at restart."""
+    """Spilled message bodies in one file under the data directory, gone at restart.
 
-    def __init__(self, directory: Path) -> None:
+    A body the disk has no room for stays in memory instead (until the temp store next
+    empties), and the temp limit is lowered to what the temp store holds, so that producers
+    wait (or fail) at the limit; the limit comes back when the temp store empties."""
+
+    def __init__(self, directory: Path, usage: Usage | None = None) -> None:
         self.directory = directory
+        self.usage = usage
+        """The temp limit's usage, lowered when the disk is full (None: left alone)."""
         self._fd = -1
         self._size = 0
         self._live = 0
+        self._held: dict[int, bytes] = {}
+        """Bodies the disk had no room for, by the negative offsets given out for them."""
+        self._limit_before: int | None = None
+        """The temp limit before a full disk lowered it (None: not lowered)."""
 
     def open(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)  # the temp store is wiped at start
@@ -172,20 +182,50 @@ class TempStore:
         if self._fd < 0:
             self.open()
         offset = self._size
-        os.pwrite(self._fd, body, offset)
+        try:
+            written = 0
+            while written < len(body):  # (a short write: the next one says why)
+                written += os.pwrite(self._fd, memoryview(body)[written:], offset + written)
+        except OSError as exc:
+            return self._hold(body, exc)
         self._size += len(body)
         self._live += 1
         return offset, len(body)
 
+    def _hold(self, body: bytes, exc: OSError) -> tuple[int, int]:
+        """No room on disk for ``body``: it stays in memory, and the temp limit is lowered
+        to what is used now (one WARNING until the temp store empties)."""
+        where = -(len(self._held) + 1)
+        self._held[where] = body
+        self._live += 1
+        usage = self.usage
+        if usage is not None and self._limit_before is None:
+            self._limit_before = usage.limit
+            usage.set_limit(max(1, usage.used))
+        if len(self._held) == 1:
+            log.warning(
+                "temp store could not write (%s, %s): spilled messages the disk has no room "
+                "for are kept in memory, and producers to destinations without flow control "
+                "meet the temp store limit (%d MiB) until consumers empty the temp store",
+                exc.strerror or exc, self.directory, (usage.limit if usage else 0) >> 20,
+            )  # fmt: skip
+        return where, len(body)
+
     def get(self, where: tuple[int, int]) -> bytes:
+        if where[0] < 0:
+            return self._held[where[0]]
         return os.pread(self._fd, where[1], where[0])
 
     def drop(self) -> None:
         """One spilled body is no longer needed; with none left, the file starts over."""
         self._live -= 1
-        if self._live == 0 and self._size:
+        if self._live == 0 and (self._size or self._held):
             os.ftruncate(self._fd, 0)
             self._size = 0
+            self._held.clear()
+            if self.usage is not None and self._limit_before is not None:
+                self.usage.set_limit(self._limit_before)
+                self._limit_before = None
 
 
 DISK_SHARE = 0.9

@@ -64,6 +64,7 @@ def make_store(config: Config) -> PersistenceAdapter:
         max_file_length=store.journal_max_file_length,
         disk_syncs=store.enable_journal_disk_syncs,
         compact_live_limit=store.compact_live_limit,
+        check_files=store.check_for_corrupt_journal_files,
     )
 
 

@@ -101,6 +101,10 @@ class StoreSection(_Section, frozen=True):
     """fsync each group of writes before acknowledging them (enableJournalDiskSyncs)."""
     compact_live_limit: NonNegative = 1000
     """The oldest data file is compacted when at most this many live records pin it."""
+    check_for_corrupt_journal_files: bool = False
+    """journal: at start, read every data file and check each record's checksum, reporting
+    (and dropping) the messages in damaged records before serving (KahaDB's
+    checkForCorruptJournalFiles). Off: damage is found when a record is read."""
     url: str | None = None
     """sql: a SQLAlchemy URL (postgresql+psycopg://user@host/db); default SQLite in data_dir."""
     create_tables_on_startup: bool = True

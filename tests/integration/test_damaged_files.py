@@ -9,7 +9,6 @@ import json
 import shutil
 import signal
 import struct
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -21,6 +20,7 @@ import pytest
 
 from brokers import BrokerProcess, running_broker
 from dovecote.protocol.stomp import Frame
+from smalldisk import mounted_tmpfs
 from stomplink import Link
 
 COUNT = 2000
@@ -31,7 +31,8 @@ CONFIG = '[store]\nkind = "journal"\njournal_max_file_length = 65536\n'
 def call(broker: BrokerProcess, path: str, method: str = "GET") -> tuple[int, Any]:
     url = f"http://127.0.0.1:{broker.console_port}{path}"
     body = b"" if method == "POST" else None
-    request = urllib.request.Request(url, data=body, method=method)
+    headers = {"Content-Type": "application/json"}  # a POST is JSON (docs/admin-api.md)
+    request = urllib.request.Request(url, data=body, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())
@@ -123,6 +124,21 @@ def test_flipped_bytes_in_an_older_data_file_lose_one_message_not_the_queue(
         assert size(broker) == 0
 
 
+def test_the_start_check_finds_damage_in_an_older_file_before_serving(workdir: Path) -> None:
+    """check_for_corrupt_journal_files (KahaDB's checkForCorruptJournalFiles): the damage
+    is reported, with what it cost by destination, at start, not when first read."""
+    flip_16_bytes(workdir)
+    with running_broker(CONFIG + "check_for_corrupt_journal_files = true\n",
+                        workdir=workdir) as broker:  # fmt: skip
+        lines = log_lines_with(broker, "cannot be read")
+        assert len(lines) == 1, lines
+        assert "db-2.log bytes" in lines[0] and "1 messages lost (1 of queue://dmg)" in lines[0]
+        assert "journal check: " in broker.log_text()
+        assert size(broker) == COUNT - 1  # before anything read the queue
+        assert len(take_all(broker)) == COUNT - 1
+        assert len(log_lines_with(broker, "cannot be read")) == 1
+
+
 def test_a_queue_with_a_damaged_record_can_be_purged(workdir: Path) -> None:
     flip_16_bytes(workdir)
     with running_broker(CONFIG, workdir=workdir) as broker:
@@ -187,16 +203,8 @@ def test_an_index_left_garbled_by_a_crash_is_rebuilt_at_start(workdir: Path) -> 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 3 MiB tmpfs (root, or a user namespace that allows mounting, only)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
-                          capture_output=True, check=False)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", 3) as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_queue_counts_stay_exact_after_the_disk_was_full(small_disk: Path, tmp_path: Path) -> None:

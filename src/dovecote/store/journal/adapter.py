@@ -41,6 +41,7 @@ from dovecote.store.health import INDEX
 from dovecote.store.journal.damage import (
     INDEX_DAMAGE,
     LostInReplay,
+    check_journal,
     forget_lost,
     usable_index,
 )
@@ -137,8 +138,11 @@ class JournalPersistenceAdapter:
         disk_syncs: bool = True,
         compact_live_limit: int = 1000,
         index_delay_s: float = INDEX_DELAY_S,
+        check_files: bool = False,
     ) -> None:
         self.directory = directory
+        self.check_files = check_files
+        """Check every record's checksum at start (checkForCorruptJournalFiles)."""
         self.max_file_length = max_file_length
         self.disk_syncs = disk_syncs
         self.compact_live_limit = compact_live_limit
@@ -172,6 +176,8 @@ class JournalPersistenceAdapter:
         # This adapter reports damage itself, with the messages lost by destination.
         self._files = DataFiles(self.directory, self.max_file_length, report_damage=False)
         self._index = self._open_index()
+        if self.check_files:
+            check_journal(self._files, self._index)
         try:
             self._replay()
         except lmdb.Error as exc:  # a page LMDB finds damaged while replay writes

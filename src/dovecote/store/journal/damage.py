@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import lmdb
 
-from dovecote.store.journal.datafiles import Damage
+from dovecote.store.journal.datafiles import Damage, DataFiles
 from dovecote.store.journal.index import CLEAN_MARK, Index
 from dovecote.store.journal.records import JournalOp, SequencedAdd
 from dovecote.store.ops import AckSubscription, RemoveMessage
@@ -87,6 +87,36 @@ def _report(damage: Damage, adds: dict[str, int]) -> None:
                     where, damage.why, what)  # fmt: skip
     else:
         log.error("%s: %s; skipped to the next good record (%s)", where, damage.why, what)
+
+
+def check_journal(files: DataFiles, index: Index) -> None:
+    """KahaDB's checkForCorruptJournalFiles, at start: every record the index has applied
+    is read and its checksum checked (the replay checks the rest), and the messages still
+    stored in a damaged range are reported lost by destination and dropped from the index,
+    before the broker serves anything. Without it such damage is found when read."""
+    until = index.applied()
+    if until is None:
+        return  # a new index: the replay reads (and checks) everything
+    files.damage.clear()
+    good = files.verify(until)
+    damage, files.damage = files.damage, []
+    entries = list(index.messages()) if damage else []
+    for range_ in damage:
+        whole = range_.end <= range_.start  # (a file that cannot be read at all)
+        seqs = [
+            seq for seq, entry in entries
+            if entry[2] == range_.file_id and (whole or range_.start <= entry[3] < range_.end)
+        ]  # fmt: skip
+        where = f"db-{range_.file_id}.log"
+        if not whole:
+            where += f" bytes {range_.start}-{range_.end}"
+        if seqs:
+            forget_lost(index, where, seqs, range_.why)
+        else:
+            log.warning("journal %s is damaged (%s): nothing stored there is still needed",
+                        where, range_.why)  # fmt: skip
+    log.info("journal check: %d records in %d data files verified, %d damaged ranges",
+             good, len(files.file_ids), len(damage))  # fmt: skip
 
 
 def forget_lost(index: Index, where: str, seqs: list[int], why: str) -> list[list[Any]]:

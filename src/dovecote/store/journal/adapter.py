@@ -6,7 +6,8 @@ as a record and fsynced once for all of them (group commit; skipped when disk sy
 then their writers wake. The index catches up a moment later, in one transaction for every
 group since the last (see ``_catch_up``), and before anything reads it. Start takes
 the directory's lock (a second broker waits, logging that it is a slave), replays the journal
-tail the index has not seen, and truncates a torn last record.
+tail the index has not seen, and truncates a torn last record. Reading everything back
+(recovery.py), compaction (compaction.py) and damage (damage.py) have modules of their own.
 """
 
 from __future__ import annotations
@@ -27,17 +28,16 @@ from dovecote.core.destinations import Destination, parse_destination
 from dovecote.core.errors import StoreFailedError
 from dovecote.core.message import Message
 from dovecote.store.api import (
-    AddSubscription,
     PagedRecovery,
     QueuePage,
     QueuePosition,
     RecoveredState,
-    RecoveredSubscription,
     StoredQueue,
     StoreOp,
 )
 from dovecote.store.groupcommit import GroupWriter, written
 from dovecote.store.health import INDEX
+from dovecote.store.journal.compaction import compaction_ops
 from dovecote.store.journal.damage import (
     INDEX_DAMAGE,
     LostInReplay,
@@ -52,22 +52,19 @@ from dovecote.store.journal.records import (
     BatchEncoder,
     JournalOp,
     SequencedAdd,
+    added_messages,
     adds_to_store,
     decode_batch,
     sequence,
+    with_counter,
 )
+from dovecote.store.journal.recovery import read_back
 
 log = logging.getLogger("dovecote.store.journal")
 
 DEFAULT_MAX_FILE_LENGTH: Final = 32 * 1024 * 1024
 LOCK_POLL_S: Final = 0.5
 REPLAY_TXN_RECORDS: Final = 1000
-COMPACT_AFTER_FILES: Final = 3
-"""Compaction waits until the journal has this many data files."""
-COMPACT_LIVE_SHARE: Final = 0.25
-"""... and moves the oldest file's live messages only while they are at most this share of
-a file's length, or everything live is at most this share of the journal: each byte written
-again then frees about three more."""
 SMALL_BATCH_OPS: Final = 16
 """Batches of at most this many operations share a journal record with their group's others."""
 INDEX_DELAY_S: Final = 0.02
@@ -94,11 +91,6 @@ def _adds(records: list[tuple[Location, list[JournalOp]]]) -> int:
     return sum(isinstance(op, SequencedAdd) for _, ops in records for op in ops)
 
 
-def _added(payload: bytes) -> dict[int, Message]:
-    """The messages a journal record adds, by seq."""
-    return {op.seq: op.message for op in decode_batch(payload) if isinstance(op, SequencedAdd)}
-
-
 def _records(batches: list[list[JournalOp]]) -> Iterator[list[JournalOp]]:
     """A group's batches as journal records: the small ones (a sync send, a consumer's
     removal) together in one record (one encoding, one checksum, one write; applied all or
@@ -119,11 +111,6 @@ def _records(batches: list[list[JournalOp]]) -> Iterator[list[JournalOp]]:
 
 def _batch_adds(item: tuple[list[JournalOp], bool]) -> bool:
     return adds_to_store(item[0])
-
-
-def _with_counter(message: Message, counter: int) -> Message:
-    """A stored message with the redelivery counter the index keeps for it."""
-    return message if message.redelivery_counter == counter else message.with_redelivery(counter)
 
 
 class StoreLockedError(Exception):
@@ -429,7 +416,11 @@ class JournalPersistenceAdapter:
             return
         self._index_changed = False
         self.checkpoint()
-        moves = self._compaction_ops()
+        assert self._files is not None and self._index is not None
+        moves = compaction_ops(
+            self._files, self._index, self.compact_live_limit, self.max_file_length,
+            self._forget_lost,
+        )  # fmt: skip
         if moves:
             # Built and written in the writer task, between groups: no other write can come
             # between reading what is live and recording its move.
@@ -448,72 +439,9 @@ class JournalPersistenceAdapter:
             return self._recover(queues=True)
 
     def _recover(self, queues: bool) -> RecoveredState:
-        files, index = self._files, self._index
-        assert files is not None and index is not None
+        assert self._files is not None and self._index is not None
         self._catch_up()
-        cache: dict[Location, dict[int, Message]] = {}
-        # Messages lie in the files in about the order of their seqs: each file is read
-        # whole, once, instead of two small reads per message.
-        file_data: dict[int, bytes] = {}
-
-        # What cannot be read back, by where ("db-N.log" for a file that cannot be read at
-        # all, one log line for it) -> why, and the messages lost there.
-        damaged: dict[str, str] = {}
-        lost: dict[str, list[int]] = {}
-
-        def load(seq: int, file_id: int, offset: int, counter: int) -> Message | None:
-            location = Location(file_id, offset)
-            where = f"db-{file_id}.log"
-            if where not in damaged:
-                where = f"db-{file_id}.log record at offset {offset}"
-            adds = cache.get(location)
-            if adds is None and where not in damaged:
-                if len(cache) > 64:
-                    cache.clear()
-                data = file_data.get(file_id)
-                try:
-                    if data is None:
-                        if len(file_data) >= 2:
-                            file_data.clear()
-                        data = file_data[file_id] = files.read_file(file_id)
-                except OSError as exc:
-                    where = f"db-{file_id}.log"
-                    damaged[where] = str(exc)
-                else:
-                    try:
-                        adds = cache[location] = _added(files.payload_in(data, location))
-                    # (ValueError: bytes that are no batch, whatever their checksum says.)
-                    except (DamagedRecordError, ValueError) as exc:
-                        damaged[where] = str(exc)
-            message = None if adds is None else adds.get(seq)
-            if message is None:
-                damaged.setdefault(where, f"it has no message {seq}")
-                lost.setdefault(where, []).append(seq)
-                return None
-            return _with_counter(message, counter)
-
-        state = RecoveredState()
-        topic_entries: dict[int, tuple[int, int, int]] = {}
-        for seq, (_, _, file_id, offset, counter, refs, *_) in index.messages():
-            if refs < 0:
-                if not queues:
-                    continue
-                message = load(seq, file_id, offset, counter)
-                if message is not None:
-                    state.queues.setdefault(message.destination, []).append(message)
-            else:
-                topic_entries[seq] = (file_id, offset, counter)
-        for sub, _, pending in index.subscriptions():
-            messages: list[Message] = []
-            for seq in pending:
-                if seq in topic_entries:
-                    message = load(seq, *topic_entries[seq])
-                    if message is not None:
-                        messages.append(message)
-            state.subscriptions.append(RecoveredSubscription(sub, messages))
-        for where, seqs in lost.items():
-            self._forget_lost(where, sorted(set(seqs)), damaged[where])
-        return state
+        return read_back(self._files, self._index, queues, self._forget_lost)
 
     def recover_paged(self) -> PagedRecovery:
         """Each queue's count and bytes from the index alone (the broker pages its messages
@@ -568,7 +496,9 @@ class JournalPersistenceAdapter:
                 adds = records.get(location)
                 if adds is None and location not in damaged:
                     try:
-                        adds = records[location] = _added(self._files.read_payload(location))
+                        adds = records[location] = added_messages(
+                            self._files.read_payload(location)
+                        )
                     except (DamagedRecordError, OSError, ValueError) as exc:
                         if not self._files.path(location.file_id).exists():
                             # A data file gone: all of this queue's messages in it at once,
@@ -588,7 +518,7 @@ class JournalPersistenceAdapter:
                     lost += 1
                     lost_bytes += entry[9]
                 else:
-                    messages.append(_with_counter(message, entry[4]))
+                    messages.append(with_counter(message, entry[4]))
             for location, (why, seqs) in damaged.items():
                 where = f"db-{location.file_id}.log record at offset {location.offset}"
                 self._forget_lost(where, seqs, why)
@@ -633,57 +563,3 @@ class JournalPersistenceAdapter:
                 break
             files.delete(file_id)
             index.forget_file(file_id)
-
-    def _compaction_ops(self) -> list[JournalOp]:
-        """When a few live things pin the oldest of several data files, the operations that
-        write them again at the head, keeping their seqs. A subscription moves with every
-        message it still waits for, so that a rebuild by replay finds them after it.
-
-        Few means by count, and by bytes: a small share of the file, or of a journal that is
-        mostly dead. A backlog nobody has taken yet fills its files and the journal: moving
-        it would free nothing (it fills the new files as it filled the old) but write it
-        again, after every group (a 100 KiB backlog fell to ~16 msg/s so). Messages that
-        fill the oldest file but are a small part of a journal consumed around them (a DLQ,
-        say) would pin every newer file for ever: they move, about once per three times
-        their size of traffic."""
-        files, index = self._files, self._index
-        assert files is not None and index is not None
-        if len(files.file_ids) < COMPACT_AFTER_FILES:
-            return []
-        oldest = files.file_ids[0]
-        usage = index.live_counts()
-        live, live_bytes = usage.get(oldest, (0, 0))
-        if not 0 < live <= self.compact_live_limit:
-            return []
-        if live_bytes > self.max_file_length * COMPACT_LIVE_SHARE:
-            journal_bytes = (len(files.file_ids) - 1) * self.max_file_length + files.position
-            all_live_bytes = sum(size for _, size in usage.values())
-            if all_live_bytes > journal_bytes * COMPACT_LIVE_SHARE:
-                return []
-        entries = dict(index.messages())
-        ops: list[JournalOp] = []
-        moved: set[int] = set()
-        for sub, sub_file, pending in index.subscriptions():
-            if sub_file == oldest:
-                ops.append(AddSubscription(sub))
-                moved.update(pending)
-        moved.update(seq for seq, entry in entries.items() if entry[2] == oldest)
-        for seq in sorted(moved):
-            _, _, entry_file, offset, counter, *_ = entries[seq]
-            location = Location(entry_file, offset)
-            try:
-                message = self._read_message(seq, location)
-            except (DamagedRecordError, OSError, ValueError) as exc:
-                where = f"db-{location.file_id}.log record at offset {location.offset}"
-                self._forget_lost(where, [seq], str(exc))
-                continue
-            ops.append(SequencedAdd(seq, message.with_redelivery(counter)))
-        log.info("journal db-%d.log: moving %d live records to the head", oldest, len(ops))
-        return ops
-
-    def _read_message(self, seq: int, location: Location) -> Message:
-        assert self._files is not None
-        message = _added(self._files.read_payload(location)).get(seq)
-        if message is None:
-            raise OSError(f"journal record at {location} has no message {seq}")
-        return message

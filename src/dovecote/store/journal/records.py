@@ -202,6 +202,16 @@ def sequence(batch: Sequence[StoreOp], next_seq: int) -> tuple[list[JournalOp], 
     return ops, next_seq
 
 
+def added_messages(payload: bytes) -> dict[int, Message]:
+    """The messages a journal record adds, by seq."""
+    return {op.seq: op.message for op in decode_batch(payload) if isinstance(op, SequencedAdd)}
+
+
+def with_counter(message: Message, counter: int) -> Message:
+    """A stored message with the redelivery counter the index keeps for it."""
+    return message if message.redelivery_counter == counter else message.with_redelivery(counter)
+
+
 def adds_to_store(ops: list[JournalOp]) -> bool:
     """Whether a batch stores something new (a message or a subscription): what a degraded
     store refuses, where it still tries removals and acks."""

@@ -11,6 +11,7 @@ from pathlib import Path
 from dovecote.broker.broker import Broker
 from dovecote.broker.plugins import BrokerPlugin
 from dovecote.broker.policy import BrokerSettings
+from dovecote.broker.security.plugins import AuthenticationPlugin
 from dovecote.broker.stats import StatisticsPlugin
 from dovecote.broker.streams import StreamPlugin
 from dovecote.broker.usage import DiskWatch, capped, disk_room
@@ -31,6 +32,7 @@ from dovecote.transport.auto import AutoListenerSettings, AutoServer
 from dovecote.transport.openwire import OpenWireListenerSettings, OpenWireServer
 from dovecote.transport.stomp import StompListenerSettings, StompServer
 from dovecote.transport.tls import TlsFiles, server_context
+from dovecote.web.access import ConsoleAccess, ConsoleUsers
 from dovecote.web.console import Console
 
 log = logging.getLogger("dovecote")
@@ -184,6 +186,16 @@ def tls_context(config: Config, client_auth: bool = True) -> ssl.SSLContext:
     return server_context(files, client_auth)
 
 
+def console_access(config: Config, broker: Broker) -> ConsoleAccess:
+    """[console]'s access rules, against the users the broker's connections log in as."""
+    c = config.console
+    authentication = broker.plugins.find(AuthenticationPlugin)
+    users = None
+    if authentication is not None:
+        users = ConsoleUsers(authentication.users, c.admin_group, c.read_group, c.metrics_anonymous)
+    return ConsoleAccess(users, frozenset(c.allowed_hosts), frozenset(c.allowed_origins))
+
+
 class BrokerApp:
     def __init__(self, config: Config) -> None:
         check_exposure(config)  # secure by default: not open beyond loopback by mistake
@@ -222,7 +234,11 @@ class BrokerApp:
         if config.console.enabled:
             console_tls = tls_context(config, client_auth=False) if config.console.tls else None
             self.console = Console(
-                self.broker, config.console.host, config.console.port, tls=console_tls
+                self.broker,
+                config.console.host,
+                config.console.port,
+                tls=console_tls,
+                access=console_access(config, self.broker),
             )
 
     async def start(self) -> None:

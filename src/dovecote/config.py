@@ -171,6 +171,18 @@ class ConsoleSection(_Section, frozen=True):
     port: Port = 8161
     tls: bool = False
     """HTTPS with the [tls] certificate (no client certificates asked for here)."""
+    admin_group: str = "admins"
+    """With [security] users: only members may change state (send, purge, delete, cancel)."""
+    read_group: str | None = None
+    """With [security] users: only members (and admins) may read; unset: any user."""
+    metrics_anonymous: bool = False
+    """With [security] users: /metrics answers without credentials (for a scraper)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Names, beyond localhost and IP addresses, that the Host header may give (DNS
+    rebinding: a request for any other name is refused), e.g. ["broker1.example.com"]."""
+    allowed_origins: tuple[Annotated[str, Meta(pattern=r"^https?://[^/?#]+$")], ...] = ()
+    """Origins, beyond the console's own, whose pages may change state, e.g. a TLS proxy's
+    "https://console.example.com"."""
 
 
 class TlsSection(_Section, frozen=True):

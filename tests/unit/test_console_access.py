@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import time
+from pathlib import Path
 
 import pytest
 
+from dovecote.config import ConfigError, load_config
 from dovecote.web import access
 from dovecote.web.access import ConsoleAccess, CsrfTokens, basic_credentials
 
@@ -84,3 +86,12 @@ def test_csrf_tokens_are_the_users_and_expire(monkeypatch: pytest.MonkeyPatch) -
     now = time.time()
     monkeypatch.setattr(access.time, "time", lambda: now + 61)
     assert not tokens.valid("alice", token)
+
+
+def test_an_allowed_origin_is_a_scheme_and_a_host(tmp_path: Path) -> None:
+    path = tmp_path / "dovecote.toml"
+    path.write_text('[console]\nallowed_origins = ["https://console.example.com:8443"]\n')
+    assert load_config(path).console.allowed_origins == ("https://console.example.com:8443",)
+    path.write_text('[console]\nallowed_origins = ["https://console.example.com/"]\n')
+    with pytest.raises(ConfigError, match=r"console\.allowed_origins\.0"):
+        load_config(path)

@@ -14,6 +14,11 @@ broker's state directly and consistently; nothing here blocks.
     DELETE /api/scheduler/jobs/{id}              cancel one scheduled message
     DELETE /api/scheduler/jobs[?start=&end=]     cancel all (next time within the range)
     GET    /metrics                              Prometheus text format
+    GET    /api/csrf                             a CSRF token for the console's own forms
+
+Every request passes web/access.py's AccessGuard first: the Host and Origin checks, and
+with [security] users HTTP Basic, reads for readers and changes for the admin group
+(docs/admin-api.md).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -39,6 +45,14 @@ from dovecote.broker.scheduler import Scheduler
 from dovecote.core.destinations import Destination, queue, topic
 from dovecote.core.errors import DovecoteError, ResourceLimitError
 from dovecote.core.message import BodyType, Message
+from dovecote.web.access import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    PRINCIPAL_KEY,
+    AccessGuard,
+    ConsoleAccess,
+    CsrfTokens,
+)
 
 MAX_BROWSE = 1000
 _KINDS = {"queues": queue, "topics": topic}
@@ -87,7 +101,7 @@ class _BrokerCollector(Collector):
             yield GaugeMetricFamily(name, f"broker {field}", value=float(totals[field]))  # type: ignore[arg-type]
 
 
-def admin_app(broker: Broker) -> Starlette:
+def admin_app(broker: Broker, access: ConsoleAccess) -> Starlette:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_BrokerCollector(broker))
     message_seq = count(1)
@@ -191,6 +205,16 @@ def admin_app(broker: Broker) -> Starlette:
     async def cancel_jobs(request: Request) -> Response:
         return JSONResponse({"removed": await scheduler().remove_all(*time_range(request))})
 
+    tokens = CsrfTokens()
+
+    async def csrf_token(request: Request) -> Response:
+        principal = request.scope[PRINCIPAL_KEY]
+        token = tokens.issue("" if principal is None else principal.user)
+        return JSONResponse(
+            {"token": token, "header": CSRF_HEADER, "field": CSRF_FIELD},
+            headers={"Cache-Control": "no-store"},
+        )
+
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(registry), media_type="text/plain; version=0.0.4")
 
@@ -215,7 +239,9 @@ def admin_app(broker: Broker) -> Starlette:
             Route("/api/{kind}/{name}/purge", purge, methods=["POST"]),
             Route("/api/connections", connections),
             Route("/metrics", metrics),
+            Route("/api/csrf", csrf_token),
         ],
+        middleware=[Middleware(AccessGuard, access=access, tokens=tokens)],
         exception_handlers={
             ValueError: bad_request,
             DovecoteError: bad_request,
@@ -250,10 +276,15 @@ class AdminServer:
     shutdown steps itself."""
 
     def __init__(
-        self, broker: Broker, sock: socket.socket, tls: ssl.SSLContext | None = None
+        self,
+        broker: Broker,
+        sock: socket.socket,
+        tls: ssl.SSLContext | None = None,
+        access: ConsoleAccess | None = None,
     ) -> None:
+        app = admin_app(broker, access or ConsoleAccess())
         self._config = uvicorn.Config(
-            admin_app(broker), log_level="warning", access_log=False, lifespan="off",
+            app, log_level="warning", access_log=False, lifespan="off",
             # HTTPS with the broker's own context ([tls], made by the app).
             ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None,
         )  # fmt: skip

@@ -18,6 +18,8 @@ import socket
 import ssl
 from typing import TYPE_CHECKING, Any
 
+from dovecote.web.access import ConsoleAccess
+
 if TYPE_CHECKING:
     from dovecote.broker.broker import Broker
     from dovecote.web.admin import AdminServer
@@ -29,11 +31,18 @@ class Console:
     """The console's listening socket; the admin server behind it once somebody calls."""
 
     def __init__(
-        self, broker: Broker, host: str, port: int, tls: ssl.SSLContext | None = None
+        self,
+        broker: Broker,
+        host: str,
+        port: int,
+        tls: ssl.SSLContext | None = None,
+        access: ConsoleAccess | None = None,
     ) -> None:
         self.broker = broker
         self.host = host
         self.port = port
+        self.access = (access or ConsoleAccess()).serving(host)
+        """Who may call, from which page (web/access.py); open without users."""
         self.tls = tls
         """HTTPS with this context (the connection waiting at the start is TLS too)."""
         self.admin: AdminServer | None = None
@@ -56,7 +65,9 @@ class Console:
     async def _start_admin(self, sock: socket.socket) -> None:
         try:
             module: Any = await asyncio.to_thread(importlib.import_module, "dovecote.web.admin")
-            admin: AdminServer = module.AdminServer(self.broker, sock, tls=self.tls)
+            admin: AdminServer = module.AdminServer(
+                self.broker, sock, tls=self.tls, access=self.access
+            )
             await admin.start()
         except Exception:
             # Without its modules there is no console; say so, and the broker goes on.

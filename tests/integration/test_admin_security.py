@@ -10,6 +10,7 @@ import base64
 import json
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -92,6 +93,10 @@ def curl(broker: BrokerProcess, path: str, *args: str) -> tuple[int, str, str]:
     return int(head.split()[1]), head, body
 
 
+def logged(broker: BrokerProcess, text: str) -> list[str]:
+    return [line for line in list(broker.log_lines) if text in line]
+
+
 def queue_size(broker: BrokerProcess, name: str) -> int:
     status, row, _ = call(broker, f"/api/queues/{name}", headers=auth("alice"))
     return int(row["size"]) if status == 200 else 0
@@ -117,6 +122,13 @@ def test_no_or_wrong_credentials_get_401_with_a_basic_challenge(secured: BrokerP
         assert status == 401 and "wrong user or password" in body
     status, _, _ = curl(secured, "/api/broker", "-H", "Authorization: Bearer abc")
     assert status == 401
+    # A wrong login is one WARNING line naming the user, never the password, no traceback.
+    deadline = time.monotonic() + 10
+    while len(lines := logged(secured, "wrong user or password (user 'nobody')")) < 1:
+        assert time.monotonic() < deadline, secured.log_text()
+        time.sleep(0.05)
+    assert len(lines) == 1 and "WARNING" in lines[0]
+    assert "alice-secret" not in secured.log_text() and "Traceback" not in secured.log_text()
     # Nothing changes without credentials either.
     name = fresh_queue(secured, 2)
     status, _, _ = curl(secured, f"/api/queues/{name}/purge", "-X", "POST", "-H",

@@ -176,6 +176,9 @@ class Listener:
                 level=handshake_failure_level(exc),
             )  # fmt: skip
             return
+        except Exception as exc:  # the loop's TLS should raise nothing else
+            PEER_LOG.bug(log, None, f"in a TLS handshake with {handshake.peer}", exc)
+            return
         finally:
             self._handshaking.pop(task, None)
         await self.serve(stream)

@@ -73,8 +73,12 @@ def test_a_silent_socket_is_dropped_after_the_handshake_timeout(broker: BrokerPr
         started = time.monotonic()
         assert closed_by_broker(sock, 10)
         assert 0.7 < time.monotonic() - started < 5
+    # Said in a line, unless the lines of the tests before used up the log's budget.
     deadline = time.monotonic() + 5
-    while "no handshake within the timeout" not in "".join(broker.log_lines[mark:]):
+    while not any(
+        "no handshake within the timeout" in line or "peer errors suppressed" in line
+        for line in broker.log_lines[mark:]
+    ):
         assert time.monotonic() < deadline, broker.log_lines[mark:]
         time.sleep(0.05)
     assert "Traceback" not in broker.log_text()
@@ -157,13 +161,17 @@ def test_connections_past_the_handshake_without_a_word_give_their_place_too(
 
 def test_a_flood_of_plain_text_clients_costs_a_few_lines(broker: BrokerProcess) -> None:
     """Plain STOMP to the TLS port, 200 times: each is dropped at its first bytes, the log
-    holds a few lines (rate-limited), no traceback."""
+    holds a few lines (rate-limited: the first ones, then a count of the rest, which comes
+    a second later), no traceback."""
     mark = len(broker.log_lines)
     for _ in range(200):
         with socket.create_connection(("127.0.0.1", broker.ports["stomp_ssl"]), timeout=5) as s:
             s.sendall(b"CONNECT\naccept-version:1.2\nhost:x\n\n\x00")
             assert closed_by_broker(s, 5)
-    text = "".join(broker.log_lines[mark:])
+    deadline = time.monotonic() + 10
+    while "peer errors suppressed" not in (text := "".join(broker.log_lines[mark:])):
+        assert time.monotonic() < deadline, text[:3000]
+        time.sleep(0.05)
     assert "Traceback" not in text
-    assert 1 <= text.count("not TLS") <= 60, text[:3000]
+    assert text.count("not TLS") <= 60, text[:3000]
     assert len(text.splitlines()) < 70

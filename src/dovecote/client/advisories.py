@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dovecote.client.consumer import STANDARD_ACK, MessageConsumer
+from dovecote.client.consumer import MessageConsumer
+from dovecote.client.delivered import STANDARD_ACK
 from dovecote.client.transport import JMSError
 from dovecote.core.destinations import Destination, DestinationType
 from dovecote.protocol.openwire import Structure

@@ -2,7 +2,9 @@
 (asyncio's TLS, where the CLI's broker runs uvloop's) so that the test sees what the broker
 was told of each connection: client_auth = "need" refuses a client without a certificate,
 and a verified certificate's subject reaches the broker as the connection's Peer
-(what an authentication plugin names the user by), from stomp.py and dovecote.client."""
+(what an authentication plugin names the user by), from stomp.py and dovecote.client; and,
+end to end on a broker process with [security], the subject naming a user who has no
+password."""
 
 from __future__ import annotations
 
@@ -15,11 +17,13 @@ import msgspec
 import pytest
 import stomp
 
+from brokers import running_broker
 from dovecote.app import BrokerApp
 from dovecote.broker.connection import Peer
+from dovecote.client import Connection, JMSError
 from dovecote.client.tls import SslConnectionFactory
 from dovecote.config import Config, SslSection, StompSslSection, TlsSection
-from tlscerts import Pki, make_test_pki
+from tlscerts import Pki, make_test_pki, tls_config
 
 ALICE = "CN=alice,O=dovecote"
 
@@ -90,7 +94,7 @@ async def test_stomp_client_certificate(app: BrokerApp, pki: Pki) -> None:
             await asyncio.to_thread(conn.disconnect)
 
 
-def openwire_connect(pki: Pki, port: int, key_store: Path | None) -> object:
+def openwire_connect(pki: Pki, port: int, key_store: Path | None) -> Connection:
     factory = SslConnectionFactory(
         f"ssl://localhost:{port}", trust_store=str(pki.ca),
         key_store=str(key_store) if key_store else None,
@@ -108,7 +112,7 @@ async def test_openwire_client_certificate(app: BrokerApp, pki: Pki) -> None:
         ]
         assert peers(app)[0].address.startswith("127.0.0.1:")
     finally:
-        await asyncio.to_thread(conn.close)  # type: ignore[attr-defined]
+        await asyncio.to_thread(conn.close)
     if app.config.tls.client_auth == "need":
         # TLS 1.3: the client's handshake is over before the broker has looked at its
         # (missing) certificate; the refusal comes as the connection's first read fails.
@@ -134,3 +138,47 @@ async def test_plain_listeners_tell_the_broker_no_tls(app: BrokerApp) -> None:
         ]
     finally:
         await asyncio.to_thread(conn.disconnect)
+
+
+CERTIFICATE_USERS = """
+[ssl]
+enabled = true
+port = 0
+
+[stomp_ssl]
+enabled = true
+port = 0
+
+[[security.users]]
+name = "alice"
+groups = ["apps"]
+
+[[security.certificate_users]]
+subject = "CN=alice,O=dovecote"
+user = "alice"
+"""
+
+
+def test_a_client_certificate_names_the_user_end_to_end(pki: Pki, tmp_path: Path) -> None:
+    """A broker process with [security]: alice has no password, only her certificate's
+    subject names her. With the certificate (client_auth = "want") stomp.py and
+    dovecote.client get in without a login and work; without it, and without a login,
+    both are refused."""
+    with running_broker(tls_config(pki, "want", CERTIFICATE_USERS), workdir=tmp_path) as broker:
+        stomp_port, ssl_port = broker.ports["stomp_ssl"], broker.ports["ssl"]
+        conn = stomp_connect(pki, stomp_port, True)
+        conn.send("/queue/tls.alice", "sent as alice", receipt="r1")
+        conn.disconnect()
+        with pytest.raises(stomp.exception.ConnectFailedException):
+            stomp_connect(pki, stomp_port, False)
+        client = openwire_connect(pki, ssl_port, pki.alice)
+        try:
+            session = client.create_session()
+            client.start()
+            got = session.create_consumer(session.queue("tls.alice")).receive(10)
+            assert got is not None and got.body == b"sent as alice"  # no content-type: bytes
+        finally:
+            client.close()
+        with pytest.raises(JMSError, match="User name \\[null\\] or password is invalid"):
+            openwire_connect(pki, ssl_port, None)
+        assert "Traceback" not in broker.log_text()

@@ -6,7 +6,9 @@ The broker runs on a small tmpfs mounted for the test (root only: skipped elsewh
 
 from __future__ import annotations
 
+import json
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,12 @@ from stompclient import Client
 
 DISK_MIB = 24
 BODY = "x" * 100_000
+
+
+def console(broker: object, path: str) -> bytes:
+    port = broker.console_port  # type: ignore[attr-defined]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
+        return answer.read()  # type: ignore[no-any-return]
 
 
 @pytest.fixture
@@ -92,6 +100,9 @@ def test_a_full_disk_fails_the_send_with_its_reason_and_serves_on(
                 stomp.conn.send("/queue/disk", BODY, headers={"persistent": "true", "receipt": "r"})
                 error = stomp.listener.errors.get(timeout=10)
                 assert reason in error.headers.get("message", ""), error
+            # The admin API and the metrics say so.
+            assert reason in json.loads(console(broker, "/api/broker"))["storeDegraded"]
+            assert b"dovecote_store_degraded 1.0" in console(broker, "/metrics")
             # The OpenWire connection goes on: its messages are there, and once the disk has
             # room again its sends are stored.
             conn.start()
@@ -101,6 +112,8 @@ def test_a_full_disk_fails_the_send_with_its_reason_and_serves_on(
             ballast.unlink()
             producer.send(Message("after"), persistent=True)
             stored.append("after")
+            assert json.loads(console(broker, "/api/broker"))["storeDegraded"] is None
+            assert b"dovecote_store_degraded 0.0" in console(broker, "/metrics")
         log = broker.log_text()
         assert log.count(f"store degraded: the store could not write: {reason}") == 1, log
         assert log.count("leaving degraded mode") == 1, log  # once a send was stored

@@ -210,6 +210,47 @@ class BrokerQuery:
         found.sort(key=lambda s: (not s.destination.is_queue, s.destination.name))
         return found
 
+    def consumer_count(self, destination: Destination) -> int:
+        """Consumers on the existing destinations ``destination`` names (a wildcard: each it
+        matches; a topic's count includes the wildcard subscribers it reaches), as
+        ActiveMQ's advisories count them."""
+        regions = self._regions
+        count = 0
+        for part in destination.components():
+            if part.is_queue:
+                if part.is_wildcard:
+                    count += sum(
+                        len(q.consumers)
+                        for d, q in regions.queues.items()
+                        if destination_matches(part, d)
+                    )
+                elif (q := regions.queues.get(part)) is not None:
+                    count += len(q.consumers)
+                continue
+            topics = [part] if not part.is_wildcard else [
+                d for d in set(regions.topic_subs) | set(regions.topic_stats)
+                if destination_matches(part, d)
+            ]  # fmt: skip
+            for topic in topics:
+                subs = regions.topic_subs.get(topic, [])
+                count += sum(1 for s in subs if s.consumer is not None)
+                count += sum(
+                    1
+                    for s in regions.wildcard_subs
+                    if s.consumer is not None and destination_matches(s.destination, topic)
+                )
+        return count
+
+    def producer_count(self, destination: Destination) -> int:
+        """Producers made for ``destination`` (or for a destination it matches)."""
+        return sum(
+            1
+            for state in self._connections.values()
+            for made_for in state.producers.values()
+            if made_for is not None
+            and any(destination_matches(destination, p) for p in made_for.components())
+        )
+
     def _producer_counts(self) -> dict[Destination, int]:
         counts: dict[Destination, int] = {}
         for state in self._connections.values():
@@ -233,6 +274,11 @@ class BrokerQuery:
             usage.memory.used, usage.memory.limit, usage.store.used, usage.store.limit,
             usage.temp.used, usage.temp.limit,
         )  # fmt: skip
+
+    def store_degraded(self) -> str | None:
+        """Why the store is in degraded mode (no writes accepted: a full disk, an I/O
+        error), or None while it works."""
+        return self._regions.store.degraded
 
     def browse(self, destination: Destination, limit: int) -> list[Message]:
         """Up to ``limit`` of the messages a queue holds, in order, without consuming them

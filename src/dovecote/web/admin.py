@@ -99,6 +99,10 @@ class _BrokerCollector(Collector):
         for field in ("memoryUsage", "storeUsage", "tempUsage", "connectionCount"):
             name = "dovecote_" + "".join("_" + c.lower() if c.isupper() else c for c in field)
             yield GaugeMetricFamily(name, f"broker {field}", value=float(totals[field]))  # type: ignore[arg-type]
+        degraded = self.broker.query.store_degraded() is not None
+        yield GaugeMetricFamily(
+            "dovecote_store_degraded", "1 while the store accepts no writes", value=float(degraded)
+        )
 
 
 def admin_app(broker: Broker, access: ConsoleAccess) -> Starlette:
@@ -108,7 +112,9 @@ def admin_app(broker: Broker, access: ConsoleAccess) -> Starlette:
     producer = f"{broker.ids.next_name()}:0:0"
 
     async def broker_view(request: Request) -> Response:
-        return JSONResponse(broker.query.broker().as_map())
+        view = broker.query.broker().as_map()
+        view["storeDegraded"] = broker.query.store_degraded()
+        return JSONResponse(view)
 
     async def destinations(request: Request) -> Response:
         wanted = request.query_params.get("type")

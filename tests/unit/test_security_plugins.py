@@ -13,7 +13,12 @@ from dovecote.broker.connection import Peer, Principal
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.security import users
 from dovecote.broker.security.authorization import AuthorizationEntry, AuthorizationMap, Rights
-from dovecote.broker.security.plugins import CertificateUsers, SecuritySettings, normal_subject
+from dovecote.broker.security.plugins import (
+    CertificateUsers,
+    SecuritySettings,
+    common_name,
+    normal_subject,
+)
 from dovecote.broker.security.users import User, UserStore, hash_password
 from dovecote.core.commands import ConnectionInfo, ConsumerInfo, SendMessage, SessionInfo
 from dovecote.core.destinations import queue
@@ -118,3 +123,10 @@ async def test_sends_are_checked_once_per_connection_and_destination(
     await broker.process(cid, ConsumerInfo(ConsumerId(session, 2), queue("orders.a")))
     assert broker.query.destination_exists(queue("orders.a"))
     assert not broker.query.destination_exists(queue("Q"))
+
+
+def test_a_subject_is_split_only_at_commas_that_are_not_escaped() -> None:
+    subject = r"CN=Smith\, John, O=example"
+    assert normal_subject(subject) == r"CN=Smith\, John,O=example"
+    assert common_name(subject) == "Smith, John"
+    assert common_name(r"O=x,CN=a\\b") == "a\\b"

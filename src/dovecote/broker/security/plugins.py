@@ -10,6 +10,7 @@ password is invalid." and "User x is not authorized to write to: queue://Q".
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,20 +28,43 @@ if TYPE_CHECKING:
     from dovecote.broker.query import BrokerQuery
 
 
+def _attributes(subject: str) -> list[str]:
+    """A subject's attributes, split at the commas that are not escaped (RFC 4514:
+    ``CN=Smith\\, John,O=example`` has two)."""
+    parts: list[str] = []
+    current: list[str] = []
+    escaped = False
+    for char in subject:
+        if escaped:
+            current.append(char)
+            escaped = False
+        elif char == "\\":
+            current.append(char)
+            escaped = True
+        elif char == ",":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return parts
+
+
 def normal_subject(subject: str) -> str:
     """A certificate subject as compared: no spaces around its separators, attribute names
     in capitals (``cn=alice, o=example`` is ``CN=alice,O=example``)."""
     parts = []
-    for part in subject.split(","):
+    for part in _attributes(subject):
         name, sep, value = part.partition("=")
         parts.append(f"{name.strip().upper()}{sep}{value.strip()}")
     return ",".join(parts)
 
 
 def common_name(subject: str) -> str | None:
-    for part in normal_subject(subject).split(","):
+    """The CN's value, unescaped (``Smith\\, John`` is ``Smith, John``)."""
+    for part in _attributes(normal_subject(subject)):
         if part.startswith("CN="):
-            return part[3:]
+            return re.sub(r"\\(.)", r"\1", part[3:])
     return None
 
 

@@ -21,6 +21,7 @@ from dovecote.config import (
     OpenWireSection,
     StompSection,
     check_exposure,
+    network_settings,
     tls_listeners,
     tls_problem,
 )
@@ -132,6 +133,10 @@ def make_plugins(config: Config) -> list[BrokerPlugin]:
         plugins.append(StatisticsPlugin())
     if config.broker.streams:
         plugins.append(StreamPlugin())
+    if config.network_connectors:
+        from dovecote.network.connector import NetworkConnectors
+
+        plugins.append(NetworkConnectors(network_settings(config)))
     return plugins
 
 

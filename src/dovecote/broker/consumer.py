@@ -115,7 +115,9 @@ class Consumer:
         self.selector: Selector | None = (
             compile_selector(info.selector) if info.selector and info.selector.strip() else None
         )
-        self.takes_all = self.selector is None and not info.no_local
+        self.takes_all = (
+            self.selector is None and not info.no_local and info.additional_predicate is None
+        )
         """Every message matches it (no selector, no noLocal)."""
         self.inflight: dict[str, Entry] = {}
         self._deleted = 0
@@ -136,6 +138,9 @@ class Consumer:
 
     def matches(self, message: Message) -> bool:
         if self.info.no_local and message.connection_id == str(self.info.consumer_id.connection_id):
+            return False
+        predicate = self.info.additional_predicate
+        if predicate is not None and not predicate(message):
             return False
         return self.selector is None or self.selector.matches(message.selector_value)
 

@@ -7,6 +7,7 @@ on their type with ``match``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -78,6 +79,14 @@ class ConsumerInfo:
     """The broker settles each message as it dispatches it (STOMP ``ack:auto``, which
     ActiveMQ acks on dispatch); nothing stays in flight, and the prefetch bounds instead
     the messages the connection has not yet handed to its socket."""
+    broker_path: tuple[str, ...] = ()
+    """The ids of the brokers a network consumer's demand came through (OpenWire's
+    ConsumerInfo.brokerPath): its advisory carries them, so that no bridge sends the demand
+    back where it came from or further than the consumer TTL."""
+    additional_predicate: Callable[[Message], bool] | None = None
+    """A test every message must also pass, set in process only, never from the wire: a
+    network bridge's consumer uses it to refuse messages that would loop or outlive their
+    network TTL (ActiveMQ's ConsumerInfo.additionalPredicate, its NetworkBridgeFilter)."""
 
 
 @dataclass(frozen=True, slots=True)

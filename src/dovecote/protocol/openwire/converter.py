@@ -61,6 +61,10 @@ from dovecote.protocol.openwire.primitives import (
 )
 
 MINIMUM_MESSAGE_SIZE: Final = 1024
+BROKER_PATH_PROPERTY: Final = "dovecote.brokerPath"
+"""Where a message keeps its brokerPath (the brokers a network forwarded it through, by id,
+comma-separated) in the core: filled from the wire, put back on it, never a client's
+property."""
 _ID_CACHE_SIZE: Final = 1024
 
 _DEST_TYPES: Final = {
@@ -259,6 +263,8 @@ class OpenWireConverter:
         self._command_ids = itertools.count(1)
         self._client_ids: dict[tuple[Any, ...], tuple[ConsumerId | ProducerId, str]] = {}
         self.closed = False
+        self.network_peer: str | None = None
+        """The broker id of a network bridge at the other end (its BrokerInfo), if one."""
 
     # -- ids -------------------------------------------------------------------------------
 
@@ -368,6 +374,7 @@ class OpenWireConverter:
             priority=s.get("priority", 0),
             dispatch_async=bool(s["dispatchAsync"]),
             maximum_pending_message_limit=s.get("maximumPendingMessageLimit", 0),
+            broker_path=tuple(str(b["value"]) for b in s["brokerPath"] or () if b is not None),
         )
         return OpenWireRequest((info,))
 
@@ -451,6 +458,14 @@ class OpenWireConverter:
     def _ignore(self, s: Structure) -> OpenWireRequest:
         return OpenWireRequest()
 
+    def _broker_info(self, s: Structure) -> OpenWireRequest:
+        """A network bridge says which broker it is (ActiveMQ's networkConnector, or
+        dovecote's): its consumers carry their brokerPath, its sends are forwarded ones."""
+        broker_id = s["brokerId"]
+        if s["networkConnection"] and broker_id is not None:
+            self.network_peer = str(broker_id["value"])
+        return OpenWireRequest()
+
     def _send(self, s: Structure) -> OpenWireRequest:
         message = self.to_message(s)
         transaction = self._transaction(s["transactionId"])
@@ -483,6 +498,10 @@ class OpenWireConverter:
         producer = f.get("producerId")
         marshalled = f.get("marshalledProperties")
         properties = decode_map(marshalled) if marshalled else {}
+        path = f.get("brokerPath")
+        if path:
+            ids = [str(b["value"]) for b in path if b is not None and b["value"]]
+            properties[BROKER_PATH_PROPERTY] = ",".join(ids)
         reply_to = f.get("replyTo")
         original = f.get("originalDestination")
         return Message(
@@ -510,6 +529,10 @@ class OpenWireConverter:
     def from_message(self, m: Message, sequence: int = 0) -> Structure:
         content = message_content(m)
         message_id = message_id_structure(m.message_id, sequence)
+        properties = m.properties
+        path = properties.get(BROKER_PATH_PROPERTY) if properties else None
+        if path is not None:
+            properties = {k: v for k, v in properties.items() if k != BROKER_PATH_PROPERTY}
         fields: dict[str, Any] = {
             "commandId": 0,
             "producerId": message_id.fields.get("producerId"),
@@ -526,10 +549,14 @@ class OpenWireConverter:
             "timestamp": m.timestamp,
             "type": m.type,
             "content": content,
-            "marshalledProperties": encode_map(dict(m.properties)) if m.properties else None,
+            "marshalledProperties": encode_map(dict(properties)) if properties else None,
             "redeliveryCounter": m.redelivery_counter,
             "userID": m.user_id,
         }
+        if isinstance(path, str) and path:
+            fields["brokerPath"] = [
+                Structure(t.BROKER_ID, {"value": broker}) for broker in path.split(",")
+            ]
         if isinstance(m.data_structure, DestinationInfo):
             info = m.data_structure
             fields["dataStructure"] = Structure(t.DESTINATION_INFO, {
@@ -603,4 +630,5 @@ _HANDLERS: Final = {
     t.CONSUMER_CONTROL: OpenWireConverter._ignore,
     t.CONNECTION_CONTROL: OpenWireConverter._ignore,
     t.PRODUCER_ACK: OpenWireConverter._ignore,
+    t.BROKER_INFO: OpenWireConverter._broker_info,
 }

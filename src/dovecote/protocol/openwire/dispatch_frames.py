@@ -23,6 +23,7 @@ from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.codec import Marshaller, Structure
 from dovecote.protocol.openwire.compiled import utf_field
 from dovecote.protocol.openwire.converter import (
+    BROKER_PATH_PROPERTY,
     MESSAGE_CODES,
     OpenWireConverter,
     consumer_structure,
@@ -84,7 +85,12 @@ class DispatchFrames:
 
     def frame(self, dispatch: MessageDispatch) -> bytes:
         m = dispatch.message
-        if m is None or m.data_structure is not None:
+        if (
+            m is None
+            or m.data_structure is not None
+            or (m.properties and BROKER_PATH_PROPERTY in m.properties)
+        ):
+            # (A message forwarded by a network: its brokerPath goes on the wire.)
             return self.marshaller.frame(self.converter.on_dispatch(dispatch))
         version = self.marshaller.version
         if version != self._version:

@@ -1,0 +1,395 @@
+"""Demand forwarding, as ActiveMQ's DemandForwardingBridge: one bridge moves messages from
+this broker to one remote broker, and only where the remote has consumers.
+
+The bridge has two connections: a local one inside this broker (as ActiveMQ's vm://) and an
+OpenWire one to the remote, opened as ActiveMQ's bridge opens it (BrokerInfo with
+networkConnection, ConnectionInfo ``<name>_<broker>_outbound``, a session, a producer and a
+consumer of the remote's consumer advisories). For each remote consumer advisory that the
+connector's filters and TTLs let through, and whose brokerPath does not hold this broker,
+it subscribes locally on that destination (one conduit consumer per destination when
+conduit_subscriptions is on) and sends on what that consumer receives, its brokerPath grown
+by this broker's id. A consumer's RemoveInfo advisory unsubscribes it.
+
+Store and forward: a persistent message is sent asking for a response, and its local copy
+is acknowledged only once the remote answered, so a crash of either side leaves it here
+to be sent again; the receiving broker drops a copy it already has (network/audit.py, or
+ActiveMQ's producer audit). The local consumer's filter (``additional_predicate``) keeps
+back what came from the remote (unless its consumers moved there: replay) or has passed
+through message_ttl brokers already.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from dovecote.broker.connection import ConnectionState, Peer
+from dovecote.broker.consumer import DispatchSink
+from dovecote.broker.plugins import PluginHost
+from dovecote.core.commands import (
+    LAST_DELIVERED_UNSET,
+    AckType,
+    Command,
+    ConnectionInfo,
+    ConsumerInfo,
+    MessageAck,
+    MessageDispatch,
+    RemoveInfo,
+    SessionInfo,
+)
+from dovecote.core.destinations import Destination, queue, topic
+from dovecote.core.errors import DovecoteError
+from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
+from dovecote.core.message import Message
+from dovecote.network.paths import broker_path
+from dovecote.network.settings import NETWORK_CONSUMER_PRIORITY, NetworkConnectorSettings
+from dovecote.network.wire import RemoteConnection, RemoteError
+from dovecote.protocol.openwire import Structure
+from dovecote.protocol.openwire import schema as t
+from dovecote.protocol.openwire.converter import (
+    OpenWireConverter,
+    destination_of,
+    destination_structure,
+)
+
+log = logging.getLogger("dovecote.network")
+
+ADVISORY_PREFIX: Final = "ActiveMQ.Advisory."
+CONSUMER_ADVISORIES: Final = (
+    "ActiveMQ.Advisory.Consumer.>,ActiveMQ.Advisory.TempQueue,ActiveMQ.Advisory.TempTopic"
+)
+
+
+class LocalBroker(PluginHost, Protocol):
+    """What a bridge uses of the broker beyond a plugin's view: a connection of its own."""
+
+    async def add_connection(
+        self, info: ConnectionInfo, sink: DispatchSink, peer: Peer = ...
+    ) -> ConnectionState: ...
+
+    async def process(self, connection_id: ConnectionId, command: Command) -> None: ...
+
+    async def remove_connection(
+        self, connection_id: ConnectionId, last_delivered: int = ...
+    ) -> None: ...
+
+
+@dataclass
+class BridgeCounts:
+    """What a bridge has done, for the admin API."""
+
+    forwarded: int = 0
+    demands: int = 0
+    remote_broker: str = ""
+    remote_broker_id: str = ""
+    state: str = "connecting"
+    """connecting, connected, or waiting (to reconnect, after ``last_error``)."""
+    last_error: str | None = None
+    address: str = ""
+
+
+@dataclass
+class Demand:
+    """One local consumer the bridge forwards for, and the remote consumers it serves."""
+
+    consumer_id: ConsumerId
+    destination: Destination
+    remote: set[tuple[Any, ...]] = field(default_factory=set)
+    static: bool = False
+
+
+def consumer_key(s: Structure | None) -> tuple[Any, ...]:
+    if s is None:
+        return ()
+    return (s["connectionId"], s["sessionId"], s["value"])
+
+
+def path_of(s: Structure) -> tuple[str, ...]:
+    return tuple(str(b["value"]) for b in s["brokerPath"] or () if b is not None)
+
+
+class Bridge:
+    """One bridge, from connecting to closing; ``run`` returns when it fails or stops (the
+    connector then connects again after its back-off)."""
+
+    def __init__(
+        self,
+        broker: LocalBroker,
+        settings: NetworkConnectorSettings,
+        local_broker_id: str,
+        remote: RemoteConnection,
+        counts: BridgeCounts,
+        local_consumers: Callable[[Destination], int],
+    ) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.local_id = local_broker_id
+        self.remote = remote
+        self.counts = counts
+        self.local_consumers = local_consumers
+        """How many consumers a destination has here that no bridge owns."""
+        self.remote_id = remote.remote_broker_id
+        self.connection_id = broker.ids.next_connection_id()
+        self.session_id = SessionId(self.connection_id, 1)
+        self._consumer_ids = itertools.count(1)
+        self.demands: dict[Any, Demand] = {}
+        self.by_remote: dict[tuple[Any, ...], Any] = {}
+        self.by_local: dict[ConsumerId, Demand] = {}
+        self._converter = OpenWireConverter(self.connection_id, broker.settings.broker_name)
+        self._outbox: asyncio.Queue[MessageDispatch | None] = asyncio.Queue()
+        self._acks: asyncio.Queue[tuple[ConsumerId, str, asyncio.Future[Structure] | None]] = (
+            asyncio.Queue()
+        )
+        self._advisories: asyncio.Queue[Structure | None] = asyncio.Queue()
+        self._remote_conn = f"{self.connection_id}-remote"
+        self._remote_consumer = Structure(t.CONSUMER_ID, {
+            "connectionId": self._remote_conn, "sessionId": 1, "value": 1})  # fmt: skip
+        self._remote_producer = Structure(t.PRODUCER_ID, {
+            "connectionId": self._remote_conn, "sessionId": 1, "value": 1})  # fmt: skip
+        self.failure: str | None = None
+        self._stopped = asyncio.Event()
+
+    # -- the remote side -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Say who we are to the remote and subscribe to its consumer advisories; open the
+        local connection. Raises RemoteError or DovecoteError when either refuses."""
+        s = self.settings
+        name = self.broker.settings.broker_name
+        self.remote.send(Structure(t.BROKER_INFO, {
+            "brokerId": Structure(t.BROKER_ID, {"value": self.local_id}),
+            "brokerName": name, "networkConnection": True, "duplexConnection": s.duplex,
+        }))  # fmt: skip
+        await self.remote.request(Structure(t.CONNECTION_INFO, {
+            "connectionId": Structure(t.CONNECTION_ID, {"value": self._remote_conn}),
+            "clientId": f"{s.name}_{name}_outbound", "userName": s.user, "password": s.password,
+            "brokerMasterConnector": False, "manageable": False,
+        }))  # fmt: skip
+        session = Structure(t.SESSION_ID, {"connectionId": self._remote_conn, "value": 1})
+        self.remote.send(Structure(t.SESSION_INFO, {"sessionId": session}))
+        self.remote.send(Structure(t.PRODUCER_INFO, {"producerId": self._remote_producer}))
+        self.remote.send(Structure(t.CONSUMER_INFO, {
+            "consumerId": self._remote_consumer,
+            "destination": Structure(t.TOPIC, {"physicalName": CONSUMER_ADVISORIES}),
+            "prefetchSize": 1000, "dispatchAsync": True,
+        }))  # fmt: skip
+        info = ConnectionInfo(self.connection_id, f"{s.name}_{name}_inbound_local", s.user,
+                              s.password)  # fmt: skip
+        peer = Peer(str(self.remote.writer.get_extra_info("peername") or ""), "network")
+        await self.broker.add_connection(info, self._on_local_dispatch, peer)
+        await self.broker.process(self.connection_id, SessionInfo(self.session_id))
+        for pattern in s.statically_included:
+            if not pattern.pattern or any(c in pattern.pattern for c in "*>"):
+                continue  # demand on a wildcard comes from the remote's consumers
+            static = queue(pattern.pattern) if pattern.queues else topic(pattern.pattern)
+            await self._subscribe(("static", static), static, None, None, 0, (), static=True)
+
+    async def run(self) -> str:
+        """Forward until the remote connection ends or ``stop``; returns why it ended."""
+        tasks = [
+            asyncio.create_task(self._forward_loop()),
+            asyncio.create_task(self._ack_loop()),
+            asyncio.create_task(self._advisory_loop()),
+        ]
+        closed = asyncio.create_task(self.remote.closed.wait())
+        stopped = asyncio.create_task(self._stopped.wait())
+        try:
+            done, _ = await asyncio.wait(
+                [closed, stopped, *tasks], return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in done:
+                if task in tasks and task.exception() is not None:
+                    exc = task.exception()
+                    self.failure = self.failure or f"{type(exc).__name__}: {exc}"
+        finally:
+            for task in [*tasks, closed, stopped]:
+                task.cancel()
+            for task in [*tasks, closed, stopped]:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await self.close()
+        return self.failure or self.remote.error or "stopped"
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    async def close(self) -> None:
+        """Close both sides: what was sent and not yet answered comes back to the queue
+        here as it was (not counted as a redelivery) and goes again on the next bridge."""
+        await self.remote.close(self.failure)
+        with contextlib.suppress(DovecoteError):
+            await self.broker.remove_connection(self.connection_id, LAST_DELIVERED_UNSET)
+
+    def on_remote_command(self, s: Structure) -> None:
+        """A command from the remote: the advisories the bridge subscribed to."""
+        if s.type == t.MESSAGE_DISPATCH and s["message"] is not None:
+            self._advisories.put_nowait(s)
+        elif s.type == t.CONNECTION_ERROR:
+            exception = s["exception"]
+            self.failure = f"remote error: {exception.message if exception else 'unknown'}"
+            self.stop()
+
+    async def _advisory_loop(self) -> None:
+        while (dispatch := await self._advisories.get()) is not None:
+            message = dispatch["message"]
+            self.remote.send(Structure(t.MESSAGE_ACK, {
+                "destination": dispatch["destination"], "consumerId": self._remote_consumer,
+                "ackType": int(AckType.STANDARD), "firstMessageId": message["messageId"],
+                "lastMessageId": message["messageId"], "messageCount": 1,
+            }))  # fmt: skip
+            data = message["dataStructure"]
+            if data is None:
+                continue
+            if data.type == t.CONSUMER_INFO:
+                await self._remote_consumer_added(data)
+            elif data.type == t.REMOVE_INFO and data["objectId"] is not None:
+                await self._remote_consumer_removed(consumer_key(data["objectId"]))
+
+    async def _remote_consumer_added(self, info: Structure) -> None:
+        s = self.settings
+        try:
+            destination = destination_of(info["destination"])
+        except DovecoteError:
+            return
+        if destination is None or destination.is_temporary:
+            return  # temporary destinations are not bridged (yet)
+        path = path_of(info)
+        if (
+            destination.name.startswith(ADVISORY_PREFIX)
+            or self.local_id in path
+            or len(path) >= s.consumer_ttl
+            or info["browser"]
+            or not s.wants(destination)
+        ):
+            log.debug("bridge %s: not bridging demand on %s (path %s)", s.name, destination, path)
+            return
+        key = consumer_key(info["consumerId"])
+        selector = info["selector"] or None
+        conduit = s.conduit_subscriptions and selector is None
+        demand_key: Any = (destination, None) if conduit else key
+        await self._subscribe(demand_key, destination, key, selector, info.get("priority", 0),
+                              path)  # fmt: skip
+
+    async def _subscribe(
+        self,
+        demand_key: Any,
+        destination: Destination,
+        remote_key: tuple[Any, ...] | None,
+        selector: str | None,
+        priority: int,
+        path: tuple[str, ...],
+        static: bool = False,
+    ) -> None:
+        demand = self.demands.get(demand_key)
+        if demand is None:
+            s = self.settings
+            if s.decrease_network_consumer_priority:
+                priority = NETWORK_CONSUMER_PRIORITY - len(path)
+            consumer_id = ConsumerId(self.session_id, next(self._consumer_ids))
+            info = ConsumerInfo(
+                consumer_id, destination, prefetch_size=s.prefetch_size, selector=selector,
+                priority=priority, broker_path=(*path, self.remote_id),
+                additional_predicate=self._forwardable,
+            )  # fmt: skip
+            demand = Demand(consumer_id, destination, static=static)
+            self.demands[demand_key] = demand
+            self.by_local[consumer_id] = demand
+            await self.broker.process(self.connection_id, info)
+            self.counts.demands = len(self.demands)
+            log.info(
+                "bridge %s: forwarding %s to %s", s.name, destination, self.counts.remote_broker
+            )
+        if remote_key is not None:
+            demand.remote.add(remote_key)
+            self.by_remote[remote_key] = demand_key
+
+    async def _remote_consumer_removed(self, key: tuple[Any, ...]) -> None:
+        demand_key = self.by_remote.pop(key, None)
+        demand = self.demands.get(demand_key) if demand_key is not None else None
+        if demand is None:
+            return
+        demand.remote.discard(key)
+        if demand.remote or demand.static:
+            return
+        del self.demands[demand_key]
+        self.by_local.pop(demand.consumer_id, None)
+        self.counts.demands = len(self.demands)
+        # What it had not yet sent goes back as it was (it was never delivered).
+        await self.broker.process(
+            self.connection_id, RemoveInfo(demand.consumer_id, LAST_DELIVERED_UNSET)
+        )
+
+    # -- forwarding ------------------------------------------------------------------------
+
+    def _forwardable(self, message: Message) -> bool:
+        """The local consumers' filter (ActiveMQ's NetworkBridgeFilter, and its
+        ConditionalNetworkBridgeFilter's replayWhenNoConsumers)."""
+        path = broker_path(message)
+        if not path:
+            return True
+        if self.remote_id in path:
+            # Back where it came from only when its consumers moved there: none is left here.
+            return (
+                self.settings.replay_when_no_consumers
+                and message.destination.is_queue
+                and self.local_consumers(message.destination) == 0
+            )
+        return len(path) < self.settings.message_ttl and self.local_id not in path
+
+    def _on_local_dispatch(self, dispatch: MessageDispatch) -> None:
+        self._outbox.put_nowait(dispatch)
+
+    async def _forward_loop(self) -> None:
+        remote = self.remote
+        while (dispatch := await self._outbox.get()) is not None:
+            message = dispatch.message
+            if message is None or dispatch.consumer_id not in self.by_local:
+                continue
+            structure = self._outgoing(message)
+            if message.persistent:
+                self._acks.put_nowait((dispatch.consumer_id, message.message_id,
+                                       remote.request(structure)))  # fmt: skip
+            else:
+                remote.send(structure)
+                self._acks.put_nowait((dispatch.consumer_id, message.message_id, None))
+            if self._outbox.empty():
+                await remote.drain()
+
+    def _outgoing(self, message: Message) -> Structure:
+        """The message as the remote gets it: the same id, our producer, the path grown."""
+        path = broker_path(message)
+        structure = self._converter.from_message(message)
+        structure.fields["producerId"] = self._remote_producer
+        structure.fields["destination"] = destination_structure(message.destination)
+        structure.fields["brokerPath"] = [
+            Structure(t.BROKER_ID, {"value": broker}) for broker in (*path, self.local_id)
+        ]
+        return structure
+
+    async def _ack_loop(self) -> None:
+        """Acknowledge local copies in the order they were sent, each once the remote has
+        it (persistent ones once it answered)."""
+        while True:
+            consumer_id, message_id, answer = await self._acks.get()
+            if answer is not None:
+                try:
+                    await answer
+                except RemoteError as exc:
+                    self.failure = f"the remote refused a forwarded message: {exc}"
+                    self.stop()
+                    return
+            if consumer_id not in self.by_local:
+                continue  # its consumer is gone: the message went back to the queue
+            await self.broker.process(
+                self.connection_id,
+                MessageAck(consumer_id, AckType.INDIVIDUAL, message_id, sync=answer is not None),
+            )
+            self.counts.forwarded += 1
+
+
+__all__ = ["Bridge", "BridgeCounts", "LocalBroker"]

@@ -1,0 +1,155 @@
+"""Network connectors as a broker plugin: each configured ``[[network_connectors]]`` keeps a
+bridge (network/bridge.py) to each broker its ``static:`` URI lists, or to the first of a
+``masterslave:`` list that answers, and connects again after a failure with ActiveMQ's
+back-off (1, 2, 4, ... up to 30 s). ``bridges()`` is the admin API's read-only view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import ClassVar, cast
+
+from dovecote.broker.plugins import BrokerPlugin, PluginHost
+from dovecote.core.destinations import Destination
+from dovecote.core.errors import DovecoteError
+from dovecote.network.bridge import Bridge, BridgeCounts, LocalBroker
+from dovecote.network.settings import NetworkConnectorSettings, RemoteAddress
+from dovecote.network.wire import RemoteConnection, RemoteError
+from dovecote.protocol.openwire import Structure
+
+log = logging.getLogger("dovecote.network")
+
+CONNECT_TIMEOUT_S = 10.0
+
+
+class NetworkConnectors(BrokerPlugin):
+    name: ClassVar[str] = "network"
+
+    def __init__(self, connectors: Sequence[NetworkConnectorSettings]) -> None:
+        self.connectors = tuple(connectors)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._counts: list[tuple[NetworkConnectorSettings, BridgeCounts]] = []
+        self._bridges: set[Bridge] = set()
+
+    async def start(self, broker: PluginHost) -> None:
+        self.broker = cast(LocalBroker, broker)
+        self.local_id = f"ID:{broker.settings.broker_name}"
+        for settings in self.connectors:
+            groups: list[tuple[RemoteAddress, ...]]
+            if settings.uri.kind == "static":
+                groups = [(address,) for address in settings.uri.addresses]
+            else:
+                groups = [settings.uri.addresses]
+            for addresses in groups:
+                counts = BridgeCounts(address=", ".join(str(a) for a in addresses))
+                self._counts.append((settings, counts))
+                self._tasks.append(asyncio.create_task(self._keep_bridged(settings, addresses,
+                                                                          counts)))  # fmt: skip
+
+    async def stop(self) -> None:
+        for bridge in list(self._bridges):
+            bridge.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    def bridges(self) -> list[dict[str, object]]:
+        """Every bridge: its connector, the remote broker, its state and what it forwarded."""
+        return [
+            {
+                "name": settings.name,
+                "uri": counts.address,
+                "duplex": settings.duplex,
+                "remote_broker": counts.remote_broker,
+                "remote_broker_id": counts.remote_broker_id,
+                "state": counts.state,
+                "forwarded": counts.forwarded,
+                "demands": counts.demands,
+                "last_error": counts.last_error,
+            }
+            for settings, counts in self._counts
+        ]
+
+    def local_consumers(self, destination: Destination) -> int:
+        """The consumers ``destination`` has here that no bridge of this broker owns."""
+        views = self.broker.query.destinations(destination)
+        total = sum(v.consumers for v in views if v.destination == destination)
+        owned = sum(
+            1
+            for bridge in self._bridges
+            for demand in bridge.by_local.values()
+            if demand.destination == destination
+        )
+        return total - owned
+
+    async def _keep_bridged(
+        self,
+        settings: NetworkConnectorSettings,
+        addresses: tuple[RemoteAddress, ...],
+        counts: BridgeCounts,
+    ) -> None:
+        delays = settings.backoff.delays()
+        failures = 0
+        last_problem: str | None = None
+        while True:
+            for address in addresses:
+                counts.state = "connecting"
+                problem = await self._bridge_once(settings, address, counts)
+                if counts.state == "connected":
+                    failures = 0  # it worked for a while: start the back-off again
+                counts.state = "waiting"
+                counts.last_error = problem
+                if problem != last_problem:
+                    log.warning("network connector %s to %s: %s", settings.name, address, problem)
+                else:
+                    log.debug("network connector %s to %s: %s", settings.name, address, problem)
+                last_problem = problem
+            delay = delays[min(failures, len(delays) - 1)]
+            failures += 1
+            await asyncio.sleep(delay)
+
+    async def _bridge_once(
+        self, settings: NetworkConnectorSettings, address: RemoteAddress, counts: BridgeCounts
+    ) -> str:
+        """Connect, bridge until it fails; why it ended."""
+        holder: list[Bridge] = []
+
+        def on_command(structure: Structure) -> None:
+            if holder:
+                holder[0].on_remote_command(structure)
+
+        try:
+            remote = await RemoteConnection.open(address.host, address.port, on_command,
+                                                 CONNECT_TIMEOUT_S)  # fmt: skip
+        except (OSError, TimeoutError, RemoteError) as exc:
+            return f"cannot connect: {exc.strerror if isinstance(exc, OSError) else exc}"
+        bridge = Bridge(self.broker, settings, self.local_id, remote, counts,
+                        self.local_consumers)  # fmt: skip
+        holder.append(bridge)
+        counts.remote_broker = remote.remote_broker_name
+        counts.remote_broker_id = remote.remote_broker_id
+        if remote.remote_broker_id == self.local_id:
+            await remote.close("it is this broker")
+            return "the remote broker is this broker (or has its name): not bridging"
+        self._bridges.add(bridge)
+        try:
+            try:
+                await bridge.start()
+            except (RemoteError, DovecoteError) as exc:
+                await bridge.close()
+                return f"refused: {exc}"
+            counts.state = "connected"
+            counts.last_error = None
+            log.info(
+                "network connector %s: bridge to broker %s at %s started",
+                settings.name, remote.remote_broker_name, address,
+            )  # fmt: skip
+            return await bridge.run()
+        finally:
+            self._bridges.discard(bridge)

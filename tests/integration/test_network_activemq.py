@@ -1,0 +1,64 @@
+"""Network connectors against a real ActiveMQ 5.17: a dovecote connector bridging to an
+ActiveMQ broker forwards only where ActiveMQ has consumers (its consumer advisories), queue
+messages store-and-forward, topic messages to its subscribers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from activemq import ActiveMQ, running_activemq
+from brokers import BrokerProcess, running_broker
+from dovecote.core.destinations import queue, topic
+from networks import browse_count, connector_toml, consumer, quiet, receive, send, wait_for
+
+
+@pytest.fixture(scope="module")
+def amq() -> Iterator[ActiveMQ]:
+    with running_activemq() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def bridged(amq: ActiveMQ, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """dovecote "A" with a connector to the ActiveMQ broker, once the bridge is up."""
+    config = connector_toml("A", [amq.openwire_port], name="to-amq")
+    with running_broker(config, tmp_path_factory.mktemp("net-a")) as a:
+        wait_for(lambda: "bridge to broker" in a.log_text(), "the bridge to ActiveMQ")
+        yield a
+
+
+def test_queue_messages_go_only_where_activemq_has_a_consumer(
+    amq: ActiveMQ, bridged: BrokerProcess
+) -> None:
+    name = f"net.q.{uuid.uuid4().hex[:8]}"
+    marker = queue(f"{name}.marker")
+    bodies = [f"m{i}" for i in range(50)]
+    with consumer(amq.openwire_port, marker) as on_marker:
+        wait_for(lambda: "forwarding queue://" + marker.name in bridged.log_text(), "demand")
+        send(bridged.openwire_port, queue(name), bodies)
+        send(bridged.openwire_port, marker, ["after"])
+        # The marker went over (ActiveMQ has its consumer); the 50 sent before it did not.
+        assert receive(on_marker, 1) == ["after"]
+    assert browse_count(bridged.openwire_port, queue(name)) == 50
+    with consumer(amq.openwire_port, queue(name)) as remote:
+        assert receive(remote, 50) == bodies
+        assert quiet(remote)
+    assert browse_count(bridged.openwire_port, queue(name)) == 0
+
+
+def test_topic_messages_reach_activemq_subscribers(amq: ActiveMQ, bridged: BrokerProcess) -> None:
+    name = f"net.t.{uuid.uuid4().hex[:8]}"
+    with consumer(amq.openwire_port, topic(name)) as first, consumer(
+        amq.openwire_port, topic(name)
+    ) as second:
+        wait_for(lambda: "forwarding topic://" + name in bridged.log_text(), "demand")
+        bodies = [f"t{i}" for i in range(20)]
+        send(bridged.openwire_port, topic(name), bodies, persistent=False)
+        # Conduit: one network consumer for both, each subscriber gets every message once.
+        assert receive(first, 20) == bodies
+        assert receive(second, 20) == bodies
+        assert quiet(first) and quiet(second)
+    assert bridged.log_text().count("forwarding topic://" + name) == 1

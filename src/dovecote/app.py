@@ -8,6 +8,7 @@ import ssl
 from dataclasses import replace
 from pathlib import Path
 
+from dovecote.broker.advisories import AdvisoryPlugin
 from dovecote.broker.broker import Broker
 from dovecote.broker.plugins import BrokerPlugin
 from dovecote.broker.policy import BrokerSettings
@@ -133,6 +134,9 @@ def make_plugins(config: Config) -> list[BrokerPlugin]:
         plugins.append(StatisticsPlugin())
     if config.broker.streams:
         plugins.append(StreamPlugin())
+    if config.broker.advisory_support:
+        openwire = config.openwire
+        plugins.append(AdvisoryPlugin(f"tcp://{openwire.host}:{openwire.port}"))
     if config.network_connectors:
         from dovecote.network.connector import NetworkConnectors
 

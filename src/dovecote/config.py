@@ -96,6 +96,10 @@ class BrokerSection(_Section, frozen=True):
     streams: bool = True
     """Answer dovecote.Stream.* requests (reads by offset for the Spark source,
     docs/streams.md)."""
+    advisory_support: bool = True
+    """Send advisory messages on ActiveMQ.Advisory.* topics (ActiveMQ's advisorySupport,
+    docs/advisories.md): the Java client's temporary-destination checks, DestinationSource
+    and network bridges rely on them. Off: none at all, as in ActiveMQ."""
 
 
 class StoreSection(_Section, frozen=True):

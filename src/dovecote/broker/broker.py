@@ -68,7 +68,7 @@ from dovecote.core.commands import (
     TransactionInfo,
     TransactionType,
 )
-from dovecote.core.destinations import Destination
+from dovecote.core.destinations import Destination, destination_matches
 from dovecote.core.errors import (
     BrokerError,
     DovecoteError,
@@ -105,14 +105,16 @@ class Broker:
         self.regions = Regions(settings, store, clock)
         self.paging = self.regions.paging
         self.usage: SystemUsage = self.paging.usage
-        self.dead_letters = DeadLetters(self.regions)
+        self.dead_letters = DeadLetters(self.regions, self.plugins)
         self.regions.on_expired = self.dead_letters.expire
+        if self.plugins.watches_destinations:
+            self.regions.on_created = self._destinations_created
         self.ids = IdGenerator()
         self._connections: dict[ConnectionId, ConnectionState] = {}
         self._client_ids: dict[str, ConnectionId] = {}
         self._consumers: dict[ConsumerId, ConsumerRecord] = {}
         self._pull_timers: dict[ConsumerId, asyncio.TimerHandle] = {}
-        self.temps = TempDestinations(settings.broker_name, f"{self.ids.next_name()}:0:0")
+        self.temps = TempDestinations()
         self._temp_owners = self.temps.owners
         self._sweeper: asyncio.Task[None] | None = None
         self._request_prefixes = self.plugins.request_prefixes
@@ -144,6 +146,7 @@ class Broker:
         if self.settings.expire_messages_period_ms > 0:
             self._sweeper = asyncio.create_task(self._sweep_expired_forever())
         await self.plugins.start(self)
+        await self.regions.announce_created()  # what the store held
 
     async def stop(self) -> None:
         await self.plugins.stop()
@@ -171,6 +174,7 @@ class Broker:
             raise InvalidClientIdError(f"client id {client_id!r} is already connected")
         self._connections[info.connection_id] = state
         self._client_ids[client_id] = info.connection_id
+        await self.plugins.on_connected(state)
         return state
 
     def connections(self) -> Iterator[ConnectionState]:
@@ -220,6 +224,9 @@ class Broker:
             case ProducerInfo(producer_id=producer_id, destination=destination):
                 await self.plugins.on_add_producer(state, command)
                 state.producers[producer_id] = destination
+                if destination is not None:
+                    await self.regions.create(destination)
+                await self.plugins.on_producer_added(state, command)
             case SessionInfo(session_id=session_id):
                 state.sessions.add(session_id)
             case TransactionInfo():
@@ -268,23 +275,26 @@ class Broker:
                 f"temporary destination {destination} does not exist (its connection closed)"
             )
 
+    async def _destinations_created(self, destinations: list[Destination]) -> None:
+        for destination in destinations:
+            await self.plugins.on_destination_created(destination, None)
+
     async def _add_temp_destination(self, state: ConnectionState, destination: Destination) -> None:
         if not destination.is_temporary:
-            if destination.is_queue:
-                self.regions.queue(destination)
+            await self.regions.create(destination)
             return
         connection_id = state.info.connection_id
         self.temps.claim(destination, connection_id)
         if destination not in state.temp_destinations:
             state.temp_destinations.add(destination)
-            await self.regions.route([self.temps.advisory(connection_id, destination, add=True)])
+            if self.plugins.watches_destinations:
+                await self.plugins.on_destination_created(destination, connection_id)
 
     async def _remove_destination(self, destination: Destination) -> None:
         owner = self._temp_owners.pop(destination, None)
         if owner is not None and owner in self._connections:
             self._connections[owner].temp_destinations.discard(destination)
-        if owner is not None:
-            await self.regions.route([self.temps.advisory(owner, destination, add=False)])
+        self.regions.topic_stats.pop(destination, None)
         queue = self.regions.queues.pop(destination, None)
         if queue is not None:
             for consumer in list(queue.consumers):
@@ -299,6 +309,8 @@ class Broker:
             release_all(sub.remove_pending())
             if sub.consumer is not None:
                 self._consumers.pop(sub.consumer.info.consumer_id, None)
+        if self.plugins.watches_destinations:
+            await self.plugins.on_destination_removed(destination)
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -385,11 +397,22 @@ class Broker:
         to a request: the requester waits for them)."""
         await self.regions.route(messages)
 
+    async def offer(self, consumer_id: ConsumerId, messages: Sequence[Message]) -> None:
+        """Give messages to one topic consumer alone, those its subscription matches
+        (advisory replays, as ActiveMQ's targetConsumerId); nothing is stored."""
+        record = self._consumers.get(consumer_id)
+        if record is None or not isinstance(record.origin, TopicSubscription):
+            return
+        sub = record.origin
+        for message in messages:
+            if destination_matches(sub.destination, message.destination) and sub.matches(message):
+                self.regions.offer(sub, message)
+        await self.regions.dispatch(sub)
+
     async def delete_destination(self, destination: Destination) -> bool:
         """Remove a destination with its messages and subscriptions; False if unknown."""
         known = destination in self.regions.queues or destination in self.regions.topic_subs
         known = known or destination in self.regions.topic_stats
-        self.regions.topic_stats.pop(destination, None)
         await self._remove_destination(destination)
         return known
 
@@ -444,9 +467,8 @@ class Broker:
         record = ConsumerRecord(consumer, await attach.attach(self.regions, state, consumer))
         self._consumers[info.consumer_id] = record
         state.consumers.add(info.consumer_id)
-        if isinstance(record.origin, TopicSubscription):
-            for advisory in self.temps.replay(destination):
-                self.regions.offer(record.origin, advisory)
+        await self.regions.announce_created()
+        await self.plugins.on_consumer_added(state, info)
         await self.regions.dispatch(record.origin)
 
     async def _remove_consumer(

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from dovecote.broker.connection import Origin
 from dovecote.broker.consumer import Entry
+from dovecote.broker.plugins import PluginChain
 from dovecote.broker.queue import Queue
 from dovecote.broker.regions import Regions
 from dovecote.broker.topic import TopicSubscription
@@ -22,9 +23,11 @@ DLQ_CAUSE_PROPERTY = "dlqDeliveryFailureCause"
 
 
 class DeadLetters:
-    def __init__(self, regions: Regions) -> None:
+    def __init__(self, regions: Regions, plugins: PluginChain | None = None) -> None:
         self.regions = regions
         self.settings = regions.settings
+        self.plugins = plugins if plugins is not None else PluginChain()
+        """Told of each message expired or dead-lettered (advisories), if they watch."""
 
     async def redeliver(self, origin: Origin, entries: list[Entry]) -> None:
         """Return entries for redelivery with their counter raised (SPEC R1); past the
@@ -60,7 +63,11 @@ class DeadLetters:
         """Expired messages are never delivered (SPEC R4): to the DLQ or dropped."""
         if isinstance(origin, Queue):
             origin.stats.expired += len(entries)
+        # (The body stays where it is: what is told of an expired message leaves it out.)
+        told = [entry.message for entry in entries] if self.plugins.watches_expiry else []
         await self.dead_letter(origin, entries, "message expired", expired=True)
+        for message in told:
+            await self.plugins.on_message_expired(message)
 
     async def dead_letter(
         self,
@@ -72,6 +79,7 @@ class DeadLetters:
         """Remove entries from their origin, copying those the policy keeps to its DLQ."""
         ops = self.regions.consume_ops(origin, entries)
         copies: list[Message] = []
+        kept: list[Message] = []
         for entry in entries:
             message = entry.full_message()
             entry.release()
@@ -82,6 +90,7 @@ class DeadLetters:
                     "discarding %s from %s: %s", message.message_id, message.destination, cause
                 )
                 continue
+            kept.append(message)
             properties = dict(message.properties)
             properties[DLQ_CAUSE_PROPERTY] = cause
             copies.append(
@@ -97,6 +106,9 @@ class DeadLetters:
         if isinstance(origin, Queue):
             origin.stats.dequeued += len(entries)
         await self.regions.route(copies, extra_ops=ops)
+        if self.plugins.watches_dead_letters:
+            for message in kept:
+                await self.plugins.on_message_dead_lettered(message)
 
     async def sweep_expired(self) -> None:
         regions = self.regions

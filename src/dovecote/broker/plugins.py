@@ -18,6 +18,16 @@ empty tuple (and the per-message ones, not even that: the broker tests a flag fi
 - ``on_add_destination(state, destination)`` before a destination is created on request
   (a DestinationInfo: temporary destinations), ``on_remove_destination`` before one is
   removed on request; raising refuses either;
+- notifications once something happened (they refuse nothing): ``on_connected(state)``
+  once a connection is registered, ``on_consumer_added(state, info)`` once a consumer
+  exists (before its first dispatch), ``on_producer_added(state, info)``;
+  ``on_destination_created(destination, connection_id)`` once a destination exists, however
+  it came to (a send, a consumer, a DestinationInfo, a temporary destination; the
+  connection that made it, when known), ``on_destination_removed(destination)`` once one is
+  gone; ``on_message_expired(message)`` for each message found expired (its destination
+  is where it was), ``on_message_dead_lettered(message)`` for each message copied to a
+  dead-letter queue (the message as it was). The broker tests a flag before each of the
+  last four, so nobody overriding them costs a send one attribute test per batch;
 - ``check_send(state, message)`` for every send as it is admitted, before anything is
   stored: raising refuses the send (synchronous and per message: cache decisions);
 - ``on_send(state, command)`` before a send is routed: True means the plugin took the
@@ -34,8 +44,9 @@ empty tuple (and the per-message ones, not even that: the broker tests a flag fi
 
 Only plugins that set ``intercepts_sends`` are asked ``on_send``; with none, a send costs
 the broker one attribute test. Plugins see the broker through ``PluginHost``: its read-only
-``query``, ``contents`` (purges, reads by sequence), and ``publish``/``deliver`` for the
-messages they send. Hooks that refuse raise a ``DovecoteError`` (a
+``query``, ``contents`` (purges, reads by sequence), ``publish``/``deliver`` for the
+messages they send, ``offer`` for messages meant for one new subscriber only (advisory
+replays) and ``delete_destination``. Hooks that refuse raise a ``DovecoteError`` (a
 ``SecurityError`` for security): the transport answers it as it answers any refusal.
 """
 
@@ -48,7 +59,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 from dovecote.core.commands import ConsumerInfo, ProducerInfo, SendMessage
 from dovecote.core.destinations import Destination
 from dovecote.core.errors import DovecoteError
-from dovecote.core.ids import IdGenerator, ProducerId
+from dovecote.core.ids import ConnectionId, ConsumerId, IdGenerator, ProducerId
 from dovecote.core.message import Message
 
 if TYPE_CHECKING:
@@ -85,6 +96,13 @@ class PluginHost(Protocol):
     async def deliver(self, messages: Sequence[Message]) -> None:
         """Route the broker's own messages now, without flow control (replies to requests:
         the requester waits for them)."""
+
+    async def offer(self, consumer_id: ConsumerId, messages: Sequence[Message]) -> None:
+        """Give messages to one topic consumer alone, those its subscription matches (what
+        ActiveMQ sends with a targetConsumerId: advisory replays); nothing is stored."""
+
+    async def delete_destination(self, destination: Destination) -> bool:
+        """Remove a destination with its messages and subscriptions; False if unknown."""
 
 
 class BrokerPlugin:
@@ -127,6 +145,29 @@ class BrokerPlugin:
     async def on_remove_destination(self, state: ConnectionState, destination: Destination) -> None:
         return None
 
+    async def on_connected(self, state: ConnectionState) -> None:
+        return None
+
+    async def on_consumer_added(self, state: ConnectionState, info: ConsumerInfo) -> None:
+        return None
+
+    async def on_producer_added(self, state: ConnectionState, info: ProducerInfo) -> None:
+        return None
+
+    async def on_destination_created(
+        self, destination: Destination, connection_id: ConnectionId | None
+    ) -> None:
+        return None
+
+    async def on_destination_removed(self, destination: Destination) -> None:
+        return None
+
+    async def on_message_expired(self, message: Message) -> None:
+        return None
+
+    async def on_message_dead_lettered(self, message: Message) -> None:
+        return None
+
     def check_send(self, state: ConnectionState, message: Message) -> None:
         return None
 
@@ -166,6 +207,17 @@ class PluginChain:
         self._add_destination = _overriding(self.plugins, "on_add_destination")
         self._remove_destination = _overriding(self.plugins, "on_remove_destination")
         self._after_commit = _overriding(self.plugins, "after_commit")
+        self._connected = _overriding(self.plugins, "on_connected")
+        self._consumer_added = _overriding(self.plugins, "on_consumer_added")
+        self._producer_added = _overriding(self.plugins, "on_producer_added")
+        self._destination_created = _overriding(self.plugins, "on_destination_created")
+        self._destination_removed = _overriding(self.plugins, "on_destination_removed")
+        self._expired = _overriding(self.plugins, "on_message_expired")
+        self._dead_lettered = _overriding(self.plugins, "on_message_dead_lettered")
+        self.watches_destinations = bool(self._destination_created or self._destination_removed)
+        """Read by the broker before it tells of destinations made or removed."""
+        self.watches_expiry = bool(self._expired)
+        self.watches_dead_letters = bool(self._dead_lettered)
         self._requests = tuple(
             (prefix, plugin) for plugin in self.plugins for prefix in plugin.request_prefixes
         )
@@ -217,6 +269,36 @@ class PluginChain:
     async def on_remove_destination(self, state: ConnectionState, destination: Destination) -> None:
         for plugin in self._remove_destination:
             await plugin.on_remove_destination(state, destination)
+
+    async def on_connected(self, state: ConnectionState) -> None:
+        for plugin in self._connected:
+            await plugin.on_connected(state)
+
+    async def on_consumer_added(self, state: ConnectionState, info: ConsumerInfo) -> None:
+        for plugin in self._consumer_added:
+            await plugin.on_consumer_added(state, info)
+
+    async def on_producer_added(self, state: ConnectionState, info: ProducerInfo) -> None:
+        for plugin in self._producer_added:
+            await plugin.on_producer_added(state, info)
+
+    async def on_destination_created(
+        self, destination: Destination, connection_id: ConnectionId | None
+    ) -> None:
+        for plugin in self._destination_created:
+            await plugin.on_destination_created(destination, connection_id)
+
+    async def on_destination_removed(self, destination: Destination) -> None:
+        for plugin in self._destination_removed:
+            await plugin.on_destination_removed(destination)
+
+    async def on_message_expired(self, message: Message) -> None:
+        for plugin in self._expired:
+            await plugin.on_message_expired(message)
+
+    async def on_message_dead_lettered(self, message: Message) -> None:
+        for plugin in self._dead_lettered:
+            await plugin.on_message_dead_lettered(message)
 
     def check_send(self, state: ConnectionState, message: Message) -> None:
         for plugin in self._check_send:

@@ -41,6 +41,7 @@ from dovecote.store.api import (
 log = logging.getLogger("dovecote.broker")
 
 ExpiryHandler = Callable[[Queue | TopicSubscription, list[Entry]], Awaitable[None]]
+CreationHandler = Callable[[list[Destination]], Awaitable[None]]
 
 
 def now_ms() -> int:
@@ -69,6 +70,11 @@ class Regions:
         self.on_expired: ExpiryHandler = self.drop
         """Where dispatch hands the entries it finds expired: the broker sets its dead
         letters (regions on their own drop them)."""
+        self.on_created: CreationHandler | None = None
+        """Told of the queues and topics that came to exist (set by a broker whose plugins
+        watch destinations: advisories); None keeps no list."""
+        self.created: list[Destination] = []
+        """Made since ``on_created`` was last told (only while it is set)."""
 
     def load(self, recovered: RecoveredState | PagedRecovery) -> None:
         """Fill the destinations from what the store recovered at start: whole messages, or
@@ -109,13 +115,35 @@ class Regions:
         queue = self.queues.get(destination)
         if queue is None:
             queue = self.queues[destination] = Queue(destination)
+            if self.on_created is not None:
+                self.created.append(destination)
         return queue
 
     def topic_counters(self, destination: Destination) -> QueueStats:
         stats = self.topic_stats.get(destination)
         if stats is None:
+            if self.on_created is not None and destination not in self.topic_subs:
+                self.created.append(destination)
             stats = self.topic_stats[destination] = QueueStats()
         return stats
+
+    async def create(self, destination: Destination) -> None:
+        """Make a destination exist before anything is sent to it (a producer's, or one a
+        DestinationInfo names), as ActiveMQ does; temporary ones are made otherwise."""
+        for part in destination.components():
+            if part.is_temporary or part.is_wildcard:
+                continue
+            if part.is_queue:
+                self.queue(part)
+            elif part not in self.topic_subs:
+                self.topic_counters(part)
+        await self.announce_created()
+
+    async def announce_created(self) -> None:
+        """Tell ``on_created`` of the destinations made since it was last told."""
+        if self.created and self.on_created is not None:
+            created, self.created = self.created, []
+            await self.on_created(created)
 
     def topic_subscriptions(self, destination: Destination) -> list[TopicSubscription]:
         """The subscriptions a message sent to ``destination`` reaches."""
@@ -129,7 +157,12 @@ class Regions:
         if sub.destination.is_wildcard or sub.destination.is_composite:
             self.wildcard_subs.append(sub)
         else:
-            self.topic_subs.setdefault(sub.destination, []).append(sub)
+            subs = self.topic_subs.get(sub.destination)
+            if subs is None:
+                subs = self.topic_subs[sub.destination] = []
+                if self.on_created is not None and sub.destination not in self.topic_stats:
+                    self.created.append(sub.destination)
+            subs.append(sub)
         if sub.durable is not None:
             self.durables[(sub.durable.client_id, sub.durable.name)] = sub
         return sub
@@ -217,6 +250,8 @@ class Regions:
             await self._dispatch_queue(queue)
         for sub in touched.values():
             await self._dispatch_sub(sub)
+        if self.created:
+            await self.announce_created()
 
     def _durable_topic_ops(
         self, message: Message, matching: list[TopicSubscription]

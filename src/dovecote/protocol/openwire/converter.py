@@ -53,6 +53,7 @@ from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, T
 from dovecote.core.message import BodyType, Message
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.codec import Structure, Throwable
+from dovecote.protocol.openwire.data_structures import data_structure
 from dovecote.protocol.openwire.primitives import (
     decode_map,
     decode_text_body,
@@ -557,13 +558,10 @@ class OpenWireConverter:
             fields["brokerPath"] = [
                 Structure(t.BROKER_ID, {"value": broker}) for broker in path.split(",")
             ]
-        if isinstance(m.data_structure, DestinationInfo):
-            info = m.data_structure
-            fields["dataStructure"] = Structure(t.DESTINATION_INFO, {
-                "connectionId": Structure(t.CONNECTION_ID, {"value": str(info.connection_id)}),
-                "destination": destination_structure(info.destination),
-                "operationType": 0 if info.add else 1,
-            })  # fmt: skip
+        if m.data_structure is not None:
+            fields["dataStructure"] = data_structure(
+                m.data_structure, destination_structure, self.from_message
+            )
         return Structure(MESSAGE_CODES[m.body_type], fields)
 
     # -- broker to client ------------------------------------------------------------------

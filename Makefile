@@ -27,7 +27,8 @@ install: $(VENV)/.native
 	$(VENV)/bin/python -m compileall -q src
 
 # Debian packages the tests need: a PostgreSQL server for the SQL store's tests, and
-# ActiveMQ 5.17 (the Java client jars for the JMS suite, and the real broker it also runs on).
+# ActiveMQ 5.17 (the Java client jars for the JMS suite, and the real broker it also runs on);
+# Chromium for the console's browser tests.
 APT_PACKAGES :=
 ifeq ($(shell command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && echo yes),)
 APT_PACKAGES += postgresql
@@ -40,6 +41,9 @@ APT_PACKAGES += default-jdk-headless
 endif
 ifeq ($(shell command -v gcc),)
 APT_PACKAGES += gcc
+endif
+ifeq ($(wildcard /usr/bin/chromium),)
+APT_PACKAGES += chromium
 endif
 
 system-deps:

@@ -257,6 +257,9 @@ class BrokerApp:
             await self.stomp.start()
         if self.openwire is not None:
             await self.openwire.start()
+            advisories = self.broker.plugins.find(AdvisoryPlugin)
+            if advisories is not None:  # the port bound, when the configuration said 0
+                advisories.broker_url = f"tcp://{self.openwire.host}:{self.openwire.port}"
         if self.ssl is not None:
             await self.ssl.start()
         if self.stomp_ssl is not None:

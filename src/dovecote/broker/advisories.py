@@ -114,7 +114,7 @@ class AdvisoryPlugin(BrokerPlugin):
     name: ClassVar[str] = "advisories"
 
     def __init__(self, broker_url: str = "") -> None:
-        self._broker_url = broker_url
+        self.broker_url = broker_url
         """originBrokerURL: the broker's OpenWire listener, as ActiveMQ's connector URL."""
         self._connections: dict[ConnectionId, ConnectionInfo] = {}
         self._consumers: dict[ConsumerId, ConsumerInfo] = {}
@@ -128,7 +128,6 @@ class AdvisoryPlugin(BrokerPlugin):
         self._origin: dict[str, PropertyValue] = {
             "originBrokerName": name,
             "originBrokerId": f"ID:{name}",  # as the OpenWire transport's BrokerInfo names it
-            "originBrokerURL": self._broker_url,
         }
         self._producer = f"{broker.ids.next_name()}:0:0"
         self._own_connection = ConnectionId(self._producer.rsplit(":", 2)[0])
@@ -150,7 +149,7 @@ class AdvisoryPlugin(BrokerPlugin):
             persistent=False,
             type=ADVISORY_TYPE,
             timestamp=now_ms(),
-            properties=dict(self._origin) if properties is None else self._origin | properties,
+            properties=self._origin | {"originBrokerURL": self.broker_url} | (properties or {}),
             data_structure=command,
         )
 

@@ -87,5 +87,9 @@ def data_structure(
                 "operationType": 0 if value.add else 1,
             })  # fmt: skip
         case Message():
-            return message(value)
+            carried = message(value)
+            if not value.body:
+                # An advisory's copy has its body cleared: no content at all (a null text).
+                carried.fields["content"] = None
+            return carried
     return None

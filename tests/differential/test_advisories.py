@@ -1,0 +1,128 @@
+"""Advisories side by side with ActiveMQ 5.17: what the unmodified Java client gets on the
+advisory topics (tests/java/Advisories.java: topic, data structure and its key fields,
+message type, delivery mode and properties) for connections, consumers on a queue and on a
+topic, producers, destinations made and removed, temporary destinations, an expired and a
+dead-lettered message; and the client's own advisory-based features (DestinationSource,
+ConsumerEventSource). Each scenario's outcome on dovecote must be ActiveMQ's."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from activemq import classpath
+from differ import Peers
+
+SOURCE = Path(__file__).parent.parent / "java" / "Advisories.java"
+ORIGIN = "originBrokerId, originBrokerName=localhost, originBrokerURL~true"
+CONSUMER = "ConsumerInfo(queue://adv.cons.R selector={sel} sub=null prefetch=1000 noLocal=false)"
+REMOVE = "RemoveInfo(ConsumerId) type=Advisory persistent=false"
+
+EXPECTED = {
+    "connection": (
+        "ActiveMQ.Advisory.Connection ConnectionInfo(client=adv-conn-R user=null password=[])"
+        f" type=Advisory persistent=false [{ORIGIN}]"
+        " | ActiveMQ.Advisory.Connection RemoveInfo(ConnectionId) type=Advisory"
+        f" persistent=false [{ORIGIN}]"
+    ),
+    "queue_consumers": (
+        "replayed=[ActiveMQ.Advisory.Consumer.Queue.adv.cons.R "
+        + CONSUMER.format(sel="x = 1")
+        + f" type=Advisory persistent=false [consumerCount=1:Integer, {ORIGIN}]]"
+        " live=[ActiveMQ.Advisory.Consumer.Queue.adv.cons.R "
+        + CONSUMER.format(sel="null")
+        + f" type=Advisory persistent=false [consumerCount=2:Integer, {ORIGIN}],"
+        f" ActiveMQ.Advisory.Consumer.Queue.adv.cons.R {REMOVE}"
+        f" [consumerCount=1:Integer, {ORIGIN}],"
+        f" ActiveMQ.Advisory.Consumer.Queue.adv.cons.R {REMOVE}"
+        f" [consumerCount=0:Integer, {ORIGIN}]]"
+    ),
+    "topic_consumers": None,  # as for a queue, on Consumer.Topic: compared only
+    "producers": (
+        "replayed=[ActiveMQ.Advisory.Producer.Queue.adv.prod.R ProducerInfo(queue://adv.prod.R)"
+        f" type=Advisory persistent=false [{ORIGIN}, producerCount=1:Integer]]"
+        " live=[ActiveMQ.Advisory.Producer.Queue.adv.prod.R ProducerInfo(queue://adv.prod.R)"
+        f" type=Advisory persistent=false [{ORIGIN}, producerCount=2:Integer],"
+        " ActiveMQ.Advisory.Producer.Queue.adv.prod.R RemoveInfo(ProducerId) type=Advisory"
+        f" persistent=false [{ORIGIN}, producerCount=1:Integer],"
+        " ActiveMQ.Advisory.Producer.Queue.adv.prod.R RemoveInfo(ProducerId) type=Advisory"
+        f" persistent=false [{ORIGIN}, producerCount=0:Integer]]"
+    ),
+    "destinations": (
+        "replayed=[ActiveMQ.Advisory.Queue DestinationInfo(add queue://adv.dest.R.old)"
+        f" type=Advisory persistent=false [{ORIGIN}]]"
+        " live=[ActiveMQ.Advisory.Queue DestinationInfo(add queue://adv.dest.R.sent)"
+        f" type=Advisory persistent=false [{ORIGIN}],"
+        " ActiveMQ.Advisory.Topic DestinationInfo(add topic://adv.dest.R.consumed)"
+        f" type=Advisory persistent=false [{ORIGIN}],"
+        " ActiveMQ.Advisory.Queue DestinationInfo(add queue://adv.dest.R.produced)"
+        f" type=Advisory persistent=false [{ORIGIN}],"
+        " ActiveMQ.Advisory.Queue DestinationInfo(remove queue://adv.dest.R.sent)"
+        f" type=Advisory persistent=false [{ORIGIN}]]"
+    ),
+    "temporary": " | ".join(
+        f"ActiveMQ.Advisory.{kind} DestinationInfo({op} temp) type=Advisory persistent=false"
+        f" [{ORIGIN}]"
+        for kind, op in (
+            ("TempQueue", "add"),
+            ("TempTopic", "add"),
+            ("TempQueue", "remove"),
+            ("TempTopic", "remove"),
+        )
+    ),
+    # An expired persistent message goes to the DLQ too: two advisories, each carrying the
+    # message without its body; only the Expired one names it in orignalMessageId.
+    "expired": (
+        "received=false ActiveMQ.Advisory.Expired.Queue.adv.exp.R ActiveMQTextMessage("
+        "queue://adv.exp.R run=true sameId=true body=null) type=Advisory persistent=false"
+        f" [{ORIGIN}, orignalMessageId] | ActiveMQ.Advisory.MessageDLQd.Queue.adv.exp.R"
+        " ActiveMQTextMessage(queue://adv.exp.R run=true sameId=false body=null)"
+        f" type=Advisory persistent=false [{ORIGIN}]"
+    ),
+    "dead_lettered": (
+        "received=true again=false ActiveMQ.Advisory.MessageDLQd.Queue.adv.dlq.R"
+        " ActiveMQTextMessage(queue://adv.dlq.R run=true sameId=false body=null)"
+        f" type=Advisory persistent=false [{ORIGIN}]"
+    ),
+    "destination_source": "listed=true temp=true gone=true",
+    "consumer_events": "started:1,started:2,stopped:1,stopped:0",
+}
+
+
+def run_advisories(classes: Path, port: int) -> dict[str, str]:
+    result = subprocess.run(
+        ["java", "-cp", f"{classpath()}:{classes}", "Advisories", str(port),
+         f"r{uuid.uuid4().hex[:8]}"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    outcomes = dict(line.split(": ", 1) for line in result.stdout.splitlines() if ": " in line)
+    if not outcomes:
+        raise AssertionError(f"Advisories printed nothing:\n{result.stdout}\n{result.stderr}")
+    return outcomes
+
+
+@pytest.fixture(scope="module")
+def observed(peers: Peers, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    classes = tmp_path_factory.mktemp("advisories")
+    subprocess.run(
+        ["javac", "-nowarn", "-d", str(classes), "-cp", classpath(), str(SOURCE)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return {
+        "activemq": run_advisories(classes, peers.activemq[0]),
+        "dovecote": run_advisories(classes, peers.dovecote[0]),
+    }
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_the_java_client_gets_the_same_advisories(
+    observed: dict[str, dict[str, str]], scenario: str
+) -> None:
+    activemq, dovecote = observed["activemq"].get(scenario), observed["dovecote"].get(scenario)
+    assert dovecote == activemq, f"dovecote: {dovecote}\nActiveMQ: {activemq}"
+    if EXPECTED[scenario] is not None:
+        assert activemq == EXPECTED[scenario]
+    assert "ERROR" not in (activemq or "")

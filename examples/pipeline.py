@@ -59,15 +59,21 @@ def listening(url: str) -> bool:
 def start_embedded_broker(url: str, data_dir: Path) -> None:
     """A dovecote broker in a thread of this process, OpenWire at ``url``."""
     from dovecote.app import BrokerApp
-    from dovecote.config import Config
+    from dovecote.config import (
+        BrokerSection,
+        Config,
+        ConsoleSection,
+        OpenWireSection,
+        StompSection,
+    )
 
     parts = urlparse(url)
-    config = Config.model_validate({
-        "broker": {"name": "pipeline", "data_dir": str(data_dir)},
-        "openwire": {"host": parts.hostname or "127.0.0.1", "port": parts.port or 61616},
-        "stomp": {"enabled": False},
-        "console": {"enabled": False},
-    })  # fmt: skip
+    config = Config(
+        broker=BrokerSection(name="pipeline", data_dir=data_dir),
+        openwire=OpenWireSection(host=parts.hostname or "127.0.0.1", port=parts.port or 61616),
+        stomp=StompSection(enabled=False),
+        console=ConsoleSection(enabled=False),
+    )
     ready = threading.Event()
 
     async def serve() -> None:

@@ -14,7 +14,9 @@ from dovecote.core.destinations import Destination
 WAIT_S = 30.0
 
 
-def connector_toml(broker: str, remotes: Sequence[int], name: str = "bridge", **options: object) -> str:
+def connector_toml(
+    broker: str, remotes: Sequence[int], name: str = "bridge", **options: object
+) -> str:
     """A broker named ``broker`` with one network connector to the OpenWire ports given."""
     uri = ",".join(f"tcp://127.0.0.1:{port}" for port in remotes)
     lines = [f'[broker]\nname = "{broker}"\n', "[[network_connectors]]", f'name = "{name}"',
@@ -52,7 +54,9 @@ def url(port: int) -> str:
     return f"tcp://127.0.0.1:{port}"
 
 
-def send(port: int, destination: Destination, bodies: Sequence[str], persistent: bool = True) -> None:
+def send(
+    port: int, destination: Destination, bodies: Sequence[str], persistent: bool = True
+) -> None:
     with ConnectionFactory(url(port)).create_connection() as connection:
         session = connection.create_session()
         producer = session.create_producer(destination)

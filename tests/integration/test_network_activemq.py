@@ -51,9 +51,10 @@ def test_queue_messages_go_only_where_activemq_has_a_consumer(
 
 def test_topic_messages_reach_activemq_subscribers(amq: ActiveMQ, bridged: BrokerProcess) -> None:
     name = f"net.t.{uuid.uuid4().hex[:8]}"
-    with consumer(amq.openwire_port, topic(name)) as first, consumer(
-        amq.openwire_port, topic(name)
-    ) as second:
+    with (
+        consumer(amq.openwire_port, topic(name)) as first,
+        consumer(amq.openwire_port, topic(name)) as second,
+    ):
         wait_for(lambda: "forwarding topic://" + name in bridged.log_text(), "demand")
         bodies = [f"t{i}" for i in range(20)]
         send(bridged.openwire_port, topic(name), bodies, persistent=False)

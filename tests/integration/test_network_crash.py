@@ -1,0 +1,92 @@
+"""A bridge's store and forward across a kill -9 (SPEC N1): persistent queue messages
+moving from dovecote to a real ActiveMQ 5.17 while either side is killed and restarted
+arrive all, none twice (the forwarding broker acks its copy only once the receiving broker
+answered; the receiver drops what it already has)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from pathlib import Path
+
+from activemq import running_activemq
+from brokers import running_broker
+from dovecote.client import ConnectionFactory
+from dovecote.core.destinations import Destination, queue
+from networks import connector_toml, send, url, wait_for
+from ports import free_port
+
+COUNT = 3000 if os.environ.get("DOVECOTE_LONG") else 600
+
+
+class Collector(threading.Thread):
+    """Receives from a broker (reconnecting with the failover transport) until told to
+    stop; keeps every body and which were redeliveries."""
+
+    def __init__(self, port: int, destination: Destination) -> None:
+        super().__init__(daemon=True)
+        self.port, self.destination = port, destination
+        self.bodies: list[str] = []
+        self.redelivered: list[str] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        failover = f"failover:({url(self.port)})?initialReconnectDelay=100&maxReconnectDelay=500"
+        with ConnectionFactory(failover).create_connection() as connection:
+            connection.start()
+            consumer = connection.create_session().create_consumer(self.destination)
+            while not self.done.is_set():
+                message = consumer.receive(0.2)
+                if message is not None:
+                    (self.redelivered if message.redelivered else self.bodies).append(message.text)
+
+
+def test_kill_9_of_the_forwarding_dovecote_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    name = f"net.crash.{uuid.uuid4().hex[:8]}"
+    bodies = [f"m{i}" for i in range(COUNT)]
+    port = free_port()
+    with running_activemq() as amq:
+        config = connector_toml("A", [amq.openwire_port], name="to-amq")
+        collector = Collector(amq.openwire_port, queue(name))
+        with running_broker(config, tmp_path, openwire_port=port) as a:
+            send(port, queue(name), bodies)
+            wait_for(lambda: "bridge to broker" in a.log_text(), "the bridge")
+            collector.start()
+            wait_for(lambda: len(collector.bodies) >= COUNT // 4, "forwarding under way")
+            a.process.kill()  # mid-stream: some sent and answered, some not yet acked here
+            a.process.wait()
+        moved = len(collector.bodies)
+        assert moved < COUNT, "all had gone before the kill: nothing was tested"
+        with running_broker(config, tmp_path, openwire_port=port):
+            wait_for(lambda: len(collector.bodies) >= COUNT, "the rest after the restart")
+            collector.done.set()
+            collector.join(10)
+    assert sorted(collector.bodies) == sorted(bodies), "lost or duplicated"
+    assert collector.bodies == bodies  # and in order
+
+
+def test_kill_9_of_the_receiving_activemq_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    name = f"net.crash.{uuid.uuid4().hex[:8]}"
+    bodies = [f"m{i}" for i in range(COUNT)]
+    amq_port = free_port()
+    base = tmp_path / "amq"
+    base.mkdir()
+    with running_activemq(base, amq_port) as amq:
+        config = connector_toml("A", [amq_port], name="to-amq", initial_reconnect_delay_ms=200)
+        (tmp_path / "a").mkdir()
+        with running_broker(config, tmp_path / "a") as a:
+            send(a.openwire_port, queue(name), bodies)
+            wait_for(lambda: "bridge to broker" in a.log_text(), "the bridge")
+            collector = Collector(amq_port, queue(name))
+            collector.start()
+            wait_for(lambda: len(collector.bodies) >= COUNT // 4, "forwarding under way")
+            amq.process.kill()  # mid-stream: sends stored there and not yet answered
+            amq.process.wait()
+            assert len(collector.bodies) < COUNT, "all had gone before the kill"
+            with running_activemq(base, amq_port):
+                wait_for(lambda: len(set(collector.bodies)) >= COUNT, "the rest", timeout=60)
+                collector.done.set()
+                collector.join(10)
+    assert sorted(set(collector.bodies)) == sorted(bodies), "lost"
+    assert len(collector.bodies) == COUNT, "delivered twice (not as a redelivery)"

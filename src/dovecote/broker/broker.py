@@ -180,6 +180,15 @@ class Broker:
     def connections(self) -> Iterator[ConnectionState]:
         return iter(self._connections.values())
 
+    def close_connection(self, connection_id: str) -> bool:
+        """Close a connection's socket (the console; ActiveMQ's ConnectionView.stop): its
+        transport then removes it as any lost connection. False if unknown or socketless."""
+        for state in self._connections.values():
+            if str(state.info.connection_id) == connection_id and state.closer is not None:
+                state.closer()
+                return True
+        return False
+
     async def remove_connection(
         self, connection_id: ConnectionId, last_delivered: int = LAST_DELIVERED_UNKNOWN
     ) -> None:

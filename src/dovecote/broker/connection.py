@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dovecote.broker.consumer import Consumer, DispatchSink, Entry
@@ -78,6 +79,8 @@ class ConnectionState:
     """Each producer and the destination it was created for (None: anonymous)."""
     temp_destinations: set[Destination] = field(default_factory=set)
     transactions: dict[TransactionId, LocalTransaction] = field(default_factory=dict)
+    closer: Callable[[], None] | None = None
+    """Closes the connection's socket (the console's close button); None: it has none."""
 
     def transaction_of(self, command: SendMessage | MessageAck) -> LocalTransaction:
         """The open transaction a transacted send or ack belongs to."""

@@ -1,11 +1,13 @@
-"""What destinations hold, changed on request rather than by messaging: a purge (the admin
-API) and the stream requests' reads by sequence number and their commits (SPEC X1,
-streams.py). The broker hands this to the admin API and to plugins as ``broker.contents``.
+"""What destinations hold, changed on request rather than by messaging: the console's purge,
+removal, copy, move and retry of chosen messages and removal of a durable subscription, and
+the stream requests' reads by sequence number and their commits (SPEC X1, streams.py). The
+broker hands this to the admin API and to plugins as ``broker.contents``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import replace
 
 from dovecote.broker import durables
 from dovecote.broker.consumer import Entry, release_all
@@ -39,6 +41,68 @@ class Contents:
             if not queue.stored:
                 return removed
             regions.paging.page_in(queue)
+
+    async def remove(self, destination: Destination, message_ids: Collection[str]) -> int:
+        """Remove the chosen waiting messages of a queue (ActiveMQ's removeMessage); how many
+        (a message a consumer holds is its to settle)."""
+        queue = self._paged_in(destination)
+        if queue is None:
+            return 0
+        taken = queue.remove_pending(_chosen(message_ids))
+        await self._remove(queue, taken)
+        return len(taken)
+
+    async def copy(
+        self, destination: Destination, message_ids: Collection[str] | None, target: Destination
+    ) -> int:
+        """Send copies of a queue's chosen messages (all when None; waiting or in flight) to
+        ``target``, as ActiveMQ's copyMessageTo; how many."""
+        queue = self._paged_in(destination)
+        if queue is None:
+            return 0
+        wanted = None if message_ids is None else frozenset(message_ids)
+        chosen = [
+            _resent(e.full_message(), target)
+            for e in _entries(queue)
+            if wanted is None or e.message.message_id in wanted
+        ]
+        await self._regions.route(chosen)
+        return len(chosen)
+
+    async def move(
+        self,
+        destination: Destination,
+        message_ids: Collection[str] | None,
+        target: Destination | None,
+    ) -> int:
+        """Move a queue's chosen waiting messages (all when None) to ``target``, or with
+        ``target`` None to each one's original destination (ActiveMQ's retry of a DLQ's
+        messages; those without one stay). The removal and the sends are one store write."""
+        queue = self._paged_in(destination)
+        if queue is None:
+            return 0
+        chosen = _chosen(message_ids)
+        retry = target is None
+        taken = queue.remove_pending(
+            lambda e: chosen(e) and not (retry and e.message.original_destination is None)
+        )
+        moved = [_resent(e.full_message(), target) for e in taken]
+        ops = self._regions.consume_ops(queue, taken)
+        queue.stats.dequeued += len(taken)
+        release_all(taken)
+        await self._regions.route(moved, extra_ops=ops)
+        return len(moved)
+
+    async def remove_subscription(self, client_id: str, name: str) -> None:
+        """Remove an offline durable subscription with what it holds (UnknownSubscriptionError
+        if there is none, BrokerError while a consumer is attached)."""
+        await durables.remove(self._regions, client_id, name)
+
+    def _paged_in(self, destination: Destination) -> Queue | None:
+        queue = self._regions.queues.get(destination)
+        if queue is not None:
+            self._regions.paging.page_in_all(queue)
+        return queue
 
     async def sequences(
         self, destination: Destination, subscription: Subscription | None = None
@@ -99,6 +163,23 @@ class Contents:
             raise BrokerError(f"reading topic {target.name} needs a durable subscription")
         client_id, name = subscription
         return await durables.find_or_create(regions, client_id, name, target, create)
+
+
+def _chosen(message_ids: Collection[str] | None) -> Callable[[Entry], bool]:
+    if message_ids is None:
+        return lambda entry: True
+    wanted = frozenset(message_ids)
+    return lambda entry: entry.message.message_id in wanted
+
+
+def _resent(message: Message, target: Destination | None) -> Message:
+    """A message sent on by the broker (ActiveMQ's BrokerSupport.resend): to ``target`` or
+    back to its original destination, which then is where it came from, never redelivered."""
+    to = target if target is not None else message.original_destination
+    assert to is not None
+    return replace(
+        message, destination=to, original_destination=message.destination, redelivery_counter=0
+    )
 
 
 def _through(up_to: int) -> Callable[[Entry], bool]:

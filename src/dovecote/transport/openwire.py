@@ -334,7 +334,8 @@ class OpenWireConnection:
                 peer_address(self.stream), "openwire", self.stream.tls,
                 self.stream.certificate_subject(),
             )  # fmt: skip
-            await self.broker.add_connection(request.connect, self._on_dispatch, peer)
+            state = await self.broker.add_connection(request.connect, self._on_dispatch, peer)
+            state.closer = self.out.close
             self._registered = request.connect.connection_id
         for command in request.commands:
             await self.broker.process(self.converter.connection_id, command)

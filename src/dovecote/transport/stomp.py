@@ -242,7 +242,8 @@ class StompConnection:
                 peer_address(self.stream), "stomp", self.stream.tls,
                 self.stream.certificate_subject(),
             )  # fmt: skip
-            await self.broker.add_connection(request.connect, self._on_dispatch, peer)
+            state = await self.broker.add_connection(request.connect, self._on_dispatch, peer)
+            state.closer = self.out.close
             self._registered = True
             self.stream.handshaken = True
             self.parser.version = self.converter.version

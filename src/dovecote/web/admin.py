@@ -15,6 +15,11 @@ broker's state directly and consistently; nothing here blocks.
     DELETE /api/scheduler/jobs[?start=&end=]     cancel all (next time within the range)
     GET    /metrics                              Prometheus text format
     GET    /api/csrf                             a CSRF token for the console's own forms
+    GET    /api/openapi.json                     the API described (web/openapi.py)
+
+The console's other actions are in web/admin_actions.py, its HTML pages in web/pages.py.
+A send takes ?persistent=&priority=&delay=&timeToLive=&correlationId=&type=&replyTo= and
+properties= (a JSON object); a wrong value is a 400 naming the field (web/inputs.py).
 
 Every request passes web/access.py's AccessGuard first: the Host and Origin checks, and
 with [security] users HTTP Basic, reads for readers and changes for the admin group
@@ -32,7 +37,7 @@ from itertools import count
 
 import uvicorn
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -41,10 +46,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from dovecote.broker.broker import Broker
-from dovecote.broker.scheduler import Scheduler
+from dovecote.broker.scheduler import DELAY, Scheduler
 from dovecote.core.destinations import Destination, queue, topic
 from dovecote.core.errors import DovecoteError, ResourceLimitError
 from dovecote.core.message import BodyType, Message
+from dovecote.web import inputs, openapi, pages
 from dovecote.web.access import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -53,6 +59,7 @@ from dovecote.web.access import (
     ConsoleAccess,
     CsrfTokens,
 )
+from dovecote.web.admin_actions import RateHistory, action_routes, message_json
 
 MAX_BROWSE = 1000
 _KINDS = {"queues": queue, "topics": topic}
@@ -69,6 +76,21 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
+_DESTINATION_METRICS = [
+    ("size", GaugeMetricFamily, "size", "Messages held"),
+    ("enqueued", CounterMetricFamily, "enqueued", "Messages sent since start"),
+    ("dequeued", CounterMetricFamily, "dequeued", "Messages acknowledged since start"),
+    ("dispatched", CounterMetricFamily, "dispatched", "Messages given to consumers"),
+    ("expired", CounterMetricFamily, "expired", "Messages expired since start"),
+    ("inflight", GaugeMetricFamily, "inflight", "Dispatched, not yet acknowledged"),
+    ("consumers", GaugeMetricFamily, "consumers", "Attached consumers"),
+    ("producers", GaugeMetricFamily, "producers", "Attached producers"),
+    ("memory_usage", GaugeMetricFamily, "memory_usage_bytes", "Memory the messages take"),
+]
+"""Counters get _total (dovecote_destination_enqueued_total; gauges without it before the
+console, docs/console.md)."""
+
+
 class _BrokerCollector(Collector):
     """Reads the broker's counters at scrape time; nothing is updated on the hot path."""
 
@@ -77,17 +99,9 @@ class _BrokerCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         labels = ["destination", "type"]
-        families = {
-            "size": GaugeMetricFamily("dovecote_destination_size", "Messages held", labels=labels),
-            "enqueued": GaugeMetricFamily(
-                "dovecote_destination_enqueued", "Messages sent since start", labels=labels
-            ),
-            "dequeued": GaugeMetricFamily(
-                "dovecote_destination_dequeued", "Messages acknowledged since start", labels=labels
-            ),
-            "consumers": GaugeMetricFamily(
-                "dovecote_destination_consumers", "Attached consumers", labels=labels
-            ),
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+            field: kind(f"dovecote_destination_{name}", about, labels=labels)
+            for field, kind, name, about in _DESTINATION_METRICS
         }
         all_stats = self.broker.query.destinations()
         for s in all_stats:
@@ -95,6 +109,18 @@ class _BrokerCollector(Collector):
             for field, family in families.items():
                 family.add_metric([str(row["name"]), str(row["type"])], float(row[field]))  # type: ignore[arg-type]
         yield from families.values()
+        per_connection = ["connection", "client_id", "protocol"]
+        connection_families = {
+            field: GaugeMetricFamily(
+                f"dovecote_connection_{field}", f"The connection's {field}", labels=per_connection
+            )
+            for field in ("sessions", "consumers", "producers")
+        }
+        for c in self.broker.query.connections():
+            names = [c.connection_id, c.client_id, c.peer.protocol]
+            for field, family in connection_families.items():
+                family.add_metric(names, float(getattr(c, field)))
+        yield from connection_families.values()
         totals = self.broker.query.broker(all_stats).as_map()
         for field in ("memoryUsage", "storeUsage", "tempUsage", "connectionCount"):
             name = "dovecote_" + "".join("_" + c.lower() if c.isupper() else c for c in field)
@@ -105,7 +131,9 @@ class _BrokerCollector(Collector):
         )
 
 
-def admin_app(broker: Broker, access: ConsoleAccess) -> Starlette:
+def admin_app(
+    broker: Broker, access: ConsoleAccess, history: RateHistory | None = None
+) -> Starlette:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_BrokerCollector(broker))
     message_seq = count(1)
@@ -132,25 +160,43 @@ def admin_app(broker: Broker, access: ConsoleAccess) -> Starlette:
         destination = _destination(request)
         if not destination.is_queue or not broker.query.destination_exists(destination):
             return _error(404, f"no such queue: {destination}")
-        limit = min(int(request.query_params.get("limit", "100")), MAX_BROWSE)
-        browsed = broker.query.browse(destination, limit)
-        return JSONResponse([_message_json(m) for m in browsed])
+        params = request.query_params
+        limit = inputs.whole_number("limit", params.get("limit"), 100, 1, MAX_BROWSE)
+        offset = inputs.whole_number("offset", params.get("offset"), 0, 0, 10_000_000)
+        browsed = broker.query.browse(destination, offset + limit)[offset:]
+        return JSONResponse([message_json(m) for m in browsed])
 
     async def send(request: Request) -> Response:
         destination = _destination(request)
+        options = inputs.send_options(request.query_params)
         body = await request.body()
-        params = request.query_params
+        now = int(time.time() * 1000)
+        properties = dict(options.properties or {})
+        if options.delay_ms:
+            properties[DELAY] = options.delay_ms
         message = Message(
             message_id=f"{producer}:{next(message_seq)}",
             destination=destination,
             body=body,
             body_type=BodyType.TEXT,
-            persistent=params.get("persistent", "true").lower() != "false",
-            priority=int(params.get("priority", "4")),
-            timestamp=int(time.time() * 1000),
+            persistent=options.persistent,
+            priority=options.priority,
+            timestamp=now,
+            expiration=now + options.time_to_live_ms if options.time_to_live_ms else 0,
+            correlation_id=options.correlation_id,
+            type=options.type,
+            reply_to=options.reply_to,
+            properties=properties,
         )
         try:
-            await asyncio.wait_for(broker.publish(message), timeout=30)
+            if options.delay_ms:
+                # The scheduler takes sends from connections; the console's goes to it.
+                try:
+                    await scheduler().schedule([message])
+                except LookupError as exc:
+                    raise inputs.BadInput("delay", str(exc)) from None
+            else:
+                await asyncio.wait_for(broker.publish(message), timeout=30)
         except (TimeoutError, ResourceLimitError) as exc:
             return _error(503, f"broker is full: {exc}")
         return JSONResponse({"message_id": message.message_id}, status_code=201)
@@ -230,8 +276,14 @@ def admin_app(broker: Broker, access: ConsoleAccess) -> Starlette:
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(404, str(exc))
 
+    async def openapi_schema(request: Request) -> Response:
+        return JSONResponse(openapi.SCHEMA)
+
     return Starlette(
         routes=[
+            # Before /api/{kind}/{name}, which would take /api/connections/{id}.
+            *action_routes(broker, history or RateHistory(broker)),
+            Route("/api/openapi.json", openapi_schema),
             # Before /api/{kind}/{name}, which would take /api/scheduler/jobs.
             Route("/api/scheduler/jobs", scheduled_jobs),
             Route("/api/scheduler/jobs", cancel_jobs, methods=["DELETE"]),
@@ -246,6 +298,7 @@ def admin_app(broker: Broker, access: ConsoleAccess) -> Starlette:
             Route("/api/connections", connections),
             Route("/metrics", metrics),
             Route("/api/csrf", csrf_token),
+            *pages.page_routes(broker, access, tokens),
         ],
         middleware=[Middleware(AccessGuard, access=access, tokens=tokens)],
         exception_handlers={
@@ -254,25 +307,6 @@ def admin_app(broker: Broker, access: ConsoleAccess) -> Starlette:
             LookupError: not_found,
         },
     )
-
-
-def _message_json(m: Message) -> dict[str, object]:
-    text = m.body.decode("utf-8", "replace") if m.body_type is BodyType.TEXT else None
-    return {
-        "message_id": m.message_id,
-        "persistent": m.persistent,
-        "priority": m.priority,
-        "timestamp": m.timestamp,
-        "expiration": m.expiration,
-        "redelivered": m.redelivery_counter > 0,
-        "correlation_id": m.correlation_id,
-        "type": m.type,
-        "properties": {
-            k: v if not isinstance(v, bytes) else v.hex() for k, v in m.properties.items()
-        },
-        "body_size": len(m.body),
-        "text": text,
-    }
 
 
 class AdminServer:
@@ -288,7 +322,8 @@ class AdminServer:
         tls: ssl.SSLContext | None = None,
         access: ConsoleAccess | None = None,
     ) -> None:
-        app = admin_app(broker, access or ConsoleAccess())
+        self.history = RateHistory(broker)
+        app = admin_app(broker, access or ConsoleAccess(), self.history)
         self._config = uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="off",
             # HTTPS with the broker's own context ([tls], made by the app).
@@ -303,11 +338,13 @@ class AdminServer:
         self._server.lifespan = self._config.lifespan_class(self._config)
         await self._server.startup(sockets=self._sockets)
         self._loop_task = asyncio.create_task(self._server.main_loop())
+        self.history.start()
 
     async def stop(self) -> None:
         """Stops serving; the socket stays the console's to close."""
         if self._loop_task is None:
             return
+        await self.history.stop()
         self._server.should_exit = True
         await self._loop_task
         await self._server.shutdown(sockets=self._sockets)

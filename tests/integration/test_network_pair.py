@@ -1,0 +1,135 @@
+"""dovecote bridged to dovecote (SPEC N1), each broker its own process on loopback: demand
+forwarding from consumer advisories, a line of three brokers with networkTTL, a consumer
+moving between brokers mid-stream."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from brokers import running_broker
+from dovecote.core.destinations import queue, topic
+from networks import (
+    browse_count,
+    connector_toml,
+    consumer,
+    quiet,
+    receive,
+    send,
+    wait_for,
+)
+from ports import free_port
+
+
+def wd(tmp_path: Path, name: str) -> Path:
+    (tmp_path / name).mkdir(exist_ok=True)
+    return tmp_path / name
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}.{uuid.uuid4().hex[:8]}"
+
+
+def test_a_forwards_to_b_only_what_b_has_consumers_for(tmp_path: Path) -> None:
+    name = unique("pair.q")
+    marker = queue(f"{name}.marker")
+    bodies = [f"m{i}" for i in range(200)]
+    b_port = free_port()
+    a_config = connector_toml("A", [b_port])
+    with running_broker('[broker]\nname = "B"\n', wd(tmp_path, "b"), openwire_port=b_port) as b, \
+            running_broker(a_config, wd(tmp_path, "a")) as a:  # fmt: skip
+        wait_for(lambda: "bridge to broker B" in a.log_text(), "the bridge A->B")
+        with consumer(b.openwire_port, marker) as on_marker:
+            wait_for(lambda: f"forwarding queue://{marker.name} to" in a.log_text(), "demand")
+            send(a.openwire_port, queue(name), bodies)
+            send(a.openwire_port, marker, ["after"])
+            assert receive(on_marker, 1) == ["after"]
+        assert browse_count(a.openwire_port, queue(name)) == 200
+        assert browse_count(b.openwire_port, queue(name)) == 0
+        with consumer(b.openwire_port, queue(name)) as on_b:
+            assert receive(on_b, 200) == bodies
+            assert quiet(on_b)
+        assert browse_count(a.openwire_port, queue(name)) == 0
+        # Topics: to B's subscribers, through one conduit consumer.
+        with (
+            consumer(b.openwire_port, topic(name)) as t1,
+            consumer(b.openwire_port, topic(name)) as t2,
+        ):
+            wait_for(lambda: f"forwarding topic://{name} to" in a.log_text(), "topic demand")
+            send(a.openwire_port, topic(name), bodies[:20], persistent=False)
+            assert receive(t1, 20) == bodies[:20]
+            assert receive(t2, 20) == bodies[:20]
+
+
+def test_a_line_of_three_with_network_ttl_2_reaches_the_end(tmp_path: Path) -> None:
+    name = unique("line.q")
+    bodies = [f"m{i}" for i in range(100)]
+    c_port, b_port = free_port(), free_port()
+    a_config = connector_toml("A", [b_port], name="a-to-b", network_ttl=2)
+    b_config = connector_toml("B", [c_port], name="b-to-c", network_ttl=2)
+    with running_broker('[broker]\nname = "C"\n', wd(tmp_path, "c"), openwire_port=c_port) as c, \
+            running_broker(b_config, wd(tmp_path, "b"), openwire_port=b_port) as b, \
+            running_broker(a_config, wd(tmp_path, "a")) as a:  # fmt: skip
+        wait_for(lambda: "bridge to broker C" in b.log_text(), "B->C")
+        wait_for(lambda: "bridge to broker B" in a.log_text(), "A->B")
+        with consumer(c.openwire_port, queue(name)) as on_c:
+            # C's demand reaches B (path []) and, through B's network consumer, A (path [C]).
+            wait_for(lambda: f"forwarding queue://{name} to" in a.log_text(), "demand at A")
+            send(a.openwire_port, queue(name), bodies)
+            assert receive(on_c, 100) == bodies
+            assert quiet(on_c)
+        assert browse_count(a.openwire_port, queue(name)) == 0
+        assert browse_count(b.openwire_port, queue(name)) == 0
+
+
+def test_a_line_of_three_with_network_ttl_1_stops_at_one_hop(tmp_path: Path) -> None:
+    name = unique("line1.q")
+    marker = queue(f"{name}.marker")
+    c_port, b_port = free_port(), free_port()
+    a_config = connector_toml("A", [b_port], name="a-to-b", network_ttl=1)
+    b_config = connector_toml("B", [c_port], name="b-to-c", network_ttl=1)
+    with running_broker('[broker]\nname = "C"\n', wd(tmp_path, "c"), openwire_port=c_port) as c, \
+            running_broker(b_config, wd(tmp_path, "b"), openwire_port=b_port) as b, \
+            running_broker(a_config, wd(tmp_path, "a")) as a:  # fmt: skip
+        wait_for(lambda: "bridge to broker C" in b.log_text(), "B->C")
+        wait_for(lambda: "bridge to broker B" in a.log_text(), "A->B")
+        with consumer(c.openwire_port, queue(name)) as on_c:
+            wait_for(lambda: f"forwarding queue://{name} to" in b.log_text(), "demand at B")
+            # B's advisories come in order: its network consumer's before the marker's.
+            with consumer(b.openwire_port, marker) as on_marker:
+                wait_for(lambda: f"forwarding queue://{marker.name} to" in a.log_text(), "marker")
+                send(a.openwire_port, queue(name), ["m"] * 10)
+                send(a.openwire_port, marker, ["after"])
+                assert receive(on_marker, 1) == ["after"]
+            # C's consumer is two hops from A: its demand (consumer TTL 1) stopped at B.
+            assert f"forwarding queue://{name} to" not in a.log_text()
+            assert quiet(on_c)
+        assert browse_count(a.openwire_port, queue(name)) == 10
+
+
+def test_a_consumer_moving_from_b_to_a_takes_its_messages_along(tmp_path: Path) -> None:
+    """A and B bridged both ways. Messages sent to A follow the consumer to B; it takes a
+    part and leaves, the rest stranded on B; a consumer on A then gets every one left,
+    those on B replayed back (they came from A, and nobody on B wants them), none twice."""
+    name = unique("move.q")
+    first = [f"m{i}" for i in range(300)]
+    later = [f"n{i}" for i in range(100)]
+    a_port, b_port = free_port(), free_port()
+    a_config = connector_toml("A", [b_port], name="a-to-b")
+    b_config = connector_toml("B", [a_port], name="b-to-a")
+    with running_broker(a_config, wd(tmp_path, "a"), openwire_port=a_port) as a, \
+            running_broker(b_config, wd(tmp_path, "b"), openwire_port=b_port) as b:  # fmt: skip
+        wait_for(lambda: "bridge to broker B" in a.log_text(), "A->B")
+        wait_for(lambda: "bridge to broker A" in b.log_text(), "B->A")
+        with consumer(b_port, queue(name)) as on_b:
+            wait_for(lambda: f"forwarding queue://{name} to" in a.log_text(), "demand at A")
+            send(a_port, queue(name), first)
+            got_on_b = receive(on_b, 100)
+            wait_for(lambda: browse_count(a_port, queue(name)) == 0, "all moved to B")
+        assert len(got_on_b) == 100
+        with consumer(a_port, queue(name)) as on_a:
+            send(a_port, queue(name), later)
+            got_on_a = receive(on_a, 300)
+            assert quiet(on_a)
+        assert sorted(got_on_b + got_on_a) == sorted(first + later), "lost or repeated"
+        assert browse_count(b_port, queue(name)) == 0

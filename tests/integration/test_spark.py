@@ -21,6 +21,7 @@ from dovecote.client import ConnectionFactory, Message
 from dovecote.client.streams import StreamClient
 from dovecote.core.destinations import queue
 from ports import free_port
+from spark.sessions import local_spark
 from spark.sink import committed_batches, committed_rows
 
 # Spark's Python workers must run this interpreter (the one with pyarrow and dovecote).
@@ -157,21 +158,9 @@ def test_exactly_once_across_a_killed_broker(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    from dovecote.spark import register
-
     # local[2,2]: two cores, and a failed task is tried once more.
-    session = (
-        SparkSession.builder.master("local[2,2]")
-        .appName("dovecote-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    register(session)
-    yield session
-    session.stop()
+    with local_spark("dovecote-tests", "local[2,2]") as session:
+        yield session
 
 
 @pytest.fixture(scope="module")

@@ -6,30 +6,18 @@ sink with a checkpoint, until SIGTERM (or until killed, which is the point).
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-from pyspark.sql import SparkSession
-
-from dovecote.spark import register
+from sessions import local_session
 
 
 def main() -> None:
     url, destination, sink, checkpoint = sys.argv[1:5]
     partitions = sys.argv[5] if len(sys.argv) > 5 else "2"
     most = sys.argv[6] if len(sys.argv) > 6 else "100"
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("dovecote-exactly-once")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    register(spark)
+    spark = local_session("dovecote-exactly-once")
     stream = (
         spark.readStream.format("dovecote")
         .option("url", url)

@@ -31,7 +31,12 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import Row, StructType
 
 from dovecote.client import ConnectionFactory, Message
@@ -94,7 +99,7 @@ class SequenceRange(InputPartition):
     up_to: int
 
 
-class DovecoteStreamReader(DataSourceStreamReader):
+class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.url = options.get("url", DEFAULT_URL)
         self.destination = _destination(options)
@@ -106,6 +111,8 @@ class DovecoteStreamReader(DataSourceStreamReader):
         self.num_partitions = max(1, int(options.get("numPartitions", 1)))
         self._client: StreamClient | None = None
         self._committed = 0
+        self._target: int | None = None
+        """trigger(availableNow=True): the last sequence number there was at the start."""
 
     def __getstate__(self) -> dict[str, Any]:
         # The driver's connection stays on the driver; executors open their own.
@@ -137,8 +144,12 @@ class DovecoteStreamReader(DataSourceStreamReader):
         if start["sequence"] > self._committed:
             self.commit(start)
         most = limit.max_rows if isinstance(limit, ReadMaxRows) else 0
-        plan = self._stream().plan(after=start["sequence"], max_messages=most)
+        plan = self._stream().plan(after=start["sequence"], max_messages=most, up_to=self._target)
         return {"sequence": plan.end}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        # What is there now, in batches of maxMessagesPerBatch; nothing that comes later.
+        self._target = self._stream().plan(after=0).end
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[SequenceRange]:
         after, up_to = start["sequence"], end["sequence"]

@@ -26,6 +26,7 @@ from dovecote.config import (
     tls_listeners,
     tls_problem,
 )
+from dovecote.network.connector import NetworkConnectors
 from dovecote.store.api import PersistenceAdapter
 from dovecote.store.journal import JournalPersistenceAdapter
 from dovecote.store.memory import MemoryPersistenceAdapter
@@ -137,10 +138,8 @@ def make_plugins(config: Config) -> list[BrokerPlugin]:
     if config.broker.advisory_support:
         openwire = config.openwire
         plugins.append(AdvisoryPlugin(f"tcp://{openwire.host}:{openwire.port}"))
-    if config.network_connectors:
-        from dovecote.network.connector import NetworkConnectors
-
-        plugins.append(NetworkConnectors(network_settings(config)))
+    # Always: bridges from other brokers are accepted (and audited) with or without ours.
+    plugins.append(NetworkConnectors(network_settings(config)))
     return plugins
 
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
 from pathlib import Path
+
+import pytest
 
 from activemq import running_activemq
 from brokers import running_broker
@@ -90,3 +93,46 @@ def test_kill_9_of_the_receiving_activemq_loses_and_repeats_nothing(tmp_path: Pa
                 collector.join(10)
     assert sorted(set(collector.bodies)) == sorted(bodies), "lost"
     assert len(collector.bodies) == COUNT, "delivered twice (not as a redelivery)"
+
+
+@pytest.mark.parametrize("killed", ["forwarding", "receiving"])
+def test_kill_9_of_either_dovecote_of_a_bridge_loses_and_repeats_nothing(
+    tmp_path: Path, killed: str
+) -> None:
+    """dovecote A bridged to dovecote B: the receiving dovecote drops what a bridge sends
+    again after a crash (its audit of A's sends, read back from its queue after its own
+    restart)."""
+    name = f"net.crash.{uuid.uuid4().hex[:8]}"
+    bodies = [f"m{i}" for i in range(COUNT)]
+    a_port, b_port = free_port(), free_port()
+    a_config = connector_toml("A", [b_port], name="a-to-b", initial_reconnect_delay_ms=200)
+    b_config = '[broker]\nname = "B"\n'
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    a_dir.mkdir()
+    b_dir.mkdir()
+    collector = Collector(b_port, queue(name))
+    with running_broker(b_config, b_dir, openwire_port=b_port) as b, \
+            running_broker(a_config, a_dir, openwire_port=a_port) as a:  # fmt: skip
+        send(a_port, queue(name), bodies)
+        wait_for(lambda: "bridge to broker B" in a.log_text(), "the bridge")
+        collector.start()
+        wait_for(lambda: len(collector.bodies) >= COUNT // 4, "forwarding under way")
+        victim = a if killed == "forwarding" else b
+        victim.process.kill()
+        victim.process.wait()
+    assert len(collector.bodies) < COUNT, "all had gone before the kill"
+    with running_broker(b_config, b_dir, openwire_port=b_port), \
+            running_broker(a_config, a_dir, openwire_port=a_port):  # fmt: skip
+        wait_for(lambda: len(set(collector.bodies)) >= COUNT, "the rest", timeout=60)
+        assert quiet_for(collector)
+        collector.done.set()
+        collector.join(10)
+    assert sorted(set(collector.bodies)) == sorted(bodies), "lost"
+    assert len(collector.bodies) == COUNT, "delivered twice (not as a redelivery)"
+
+
+def quiet_for(collector: Collector, seconds: float = 1.0) -> bool:
+    """Nothing more arrives for a while (a duplicate would come after the last one)."""
+    seen = len(collector.bodies)
+    time.sleep(seconds)
+    return len(collector.bodies) == seen

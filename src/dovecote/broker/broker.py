@@ -329,6 +329,8 @@ class Broker:
             self.check_usable(destination)
         if self.plugins.checks_sends:
             self.plugins.check_send(state, message)
+        if state.send_audit is not None and state.send_audit(message):
+            return  # a network bridge sent it again: it is here already
         if self.plugins.intercepts_sends and await self.plugins.on_send(state, command):
             return  # a plugin took it over (the scheduler holds it back)
         if message.reply_to is not None and message.destination.name.startswith(

@@ -79,6 +79,10 @@ class ConnectionState:
     """Each producer and the destination it was created for (None: anonymous)."""
     temp_destinations: set[Destination] = field(default_factory=set)
     transactions: dict[TransactionId, LocalTransaction] = field(default_factory=dict)
+    send_audit: Callable[[Message], bool] | None = None
+    """For a network bridge's connection (set by the network plugin): True for a message
+    already had from the broker it forwards for, which is then dropped, answered as
+    stored."""
     closer: Callable[[], None] | None = None
     """Closes the connection's socket (the console's close button); None: it has none."""
 

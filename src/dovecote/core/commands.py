@@ -54,6 +54,9 @@ class ConnectionInfo:
     client_id: str | None = None
     user_name: str | None = None
     password: str | None = None
+    network_broker_id: str | None = None
+    """Set when a network bridge opens the connection: the id of the broker it forwards
+    for (its BrokerInfo came first, with networkConnection)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -125,6 +125,7 @@ class Bridge:
         remote: RemoteConnection,
         counts: BridgeCounts,
         local_consumers: Callable[[Destination], int],
+        forget: Callable[[str], None],
     ) -> None:
         self.broker = broker
         self.settings = settings
@@ -133,6 +134,8 @@ class Bridge:
         self.counts = counts
         self.local_consumers = local_consumers
         """How many consumers a destination has here that no bridge owns."""
+        self.forget = forget
+        """Tell the inbound audits that a message left (it may come back)."""
         self.remote_id = remote.remote_broker_id
         self.connection_id = broker.ids.next_connection_id()
         self.session_id = SessionId(self.connection_id, 1)
@@ -363,6 +366,8 @@ class Bridge:
     def _outgoing(self, message: Message) -> Structure:
         """The message as the remote gets it: the same id, our producer, the path grown."""
         path = broker_path(message)
+        if path:
+            self.forget(message.message_id)
         structure = self._converter.from_message(message)
         structure.fields["producerId"] = self._remote_producer
         structure.fields["destination"] = destination_structure(message.destination)

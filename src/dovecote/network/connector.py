@@ -1,7 +1,10 @@
-"""Network connectors as a broker plugin: each configured ``[[network_connectors]]`` keeps a
-bridge (network/bridge.py) to each broker its ``static:`` URI lists, or to the first of a
-``masterslave:`` list that answers, and connects again after a failure with ActiveMQ's
-back-off (1, 2, 4, ... up to 30 s). ``bridges()`` is the admin API's read-only view.
+"""Networks of brokers as a broker plugin. Outbound, each configured
+``[[network_connectors]]`` keeps a bridge (network/bridge.py) to each broker its ``static:``
+URI lists, or to the first of a ``masterslave:`` list that answers, and connects again
+after a failure with ActiveMQ's back-off (1, 2, 4, ... up to 30 s). Inbound (always on, as
+ActiveMQ accepts bridges on any connector), a connection a remote bridge opens has its sends
+checked against that broker's audit (network/audit.py). ``bridges()`` is the admin API's
+read-only view.
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ import logging
 from collections.abc import Sequence
 from typing import ClassVar, cast
 
+from dovecote.broker.connection import ConnectionState
 from dovecote.broker.plugins import BrokerPlugin, PluginHost
 from dovecote.core.destinations import Destination
 from dovecote.core.errors import DovecoteError
+from dovecote.network.audit import SendAudit
 from dovecote.network.bridge import Bridge, BridgeCounts, LocalBroker
 from dovecote.network.settings import NetworkConnectorSettings, RemoteAddress
 from dovecote.network.wire import RemoteConnection, RemoteError
@@ -33,6 +38,7 @@ class NetworkConnectors(BrokerPlugin):
         self._tasks: list[asyncio.Task[None]] = []
         self._counts: list[tuple[NetworkConnectorSettings, BridgeCounts]] = []
         self._bridges: set[Bridge] = set()
+        self._audits: dict[str, SendAudit] = {}
 
     async def start(self, broker: PluginHost) -> None:
         self.broker = cast(LocalBroker, broker)
@@ -48,6 +54,21 @@ class NetworkConnectors(BrokerPlugin):
                 self._counts.append((settings, counts))
                 self._tasks.append(asyncio.create_task(self._keep_bridged(settings, addresses,
                                                                           counts)))  # fmt: skip
+
+    async def on_connect(self, state: ConnectionState) -> None:
+        remote_id = state.info.network_broker_id
+        if remote_id is None:
+            return
+        audit = self._audits.get(remote_id)
+        if audit is None:
+            audit = self._audits[remote_id] = SendAudit(remote_id, self.broker.query)
+        state.send_audit = audit.duplicate
+        log.info("network bridge from broker %s connected (%s)", remote_id, state.peer.address)
+
+    def forget(self, message_id: str) -> None:
+        """A message leaves over a bridge: it may come back one day, and is new then."""
+        for audit in self._audits.values():
+            audit.forget(message_id)
 
     async def stop(self) -> None:
         for bridge in list(self._bridges):
@@ -130,7 +151,7 @@ class NetworkConnectors(BrokerPlugin):
         except (OSError, TimeoutError, RemoteError) as exc:
             return f"cannot connect: {exc.strerror if isinstance(exc, OSError) else exc}"
         bridge = Bridge(self.broker, settings, self.local_id, remote, counts,
-                        self.local_consumers)  # fmt: skip
+                        self.local_consumers, self.forget)  # fmt: skip
         holder.append(bridge)
         counts.remote_broker = remote.remote_broker_name
         counts.remote_broker_id = remote.remote_broker_id

@@ -351,6 +351,7 @@ class OpenWireConverter:
             client_id=s["clientId"],
             user_name=s["userName"],
             password=s["password"],
+            network_broker_id=self.network_peer,
         )
         return OpenWireRequest(connect=info)
 

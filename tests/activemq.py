@@ -58,6 +58,7 @@ def running_activemq(
     topic_pending_limit: int | None = None,
     ssl_keystore: tuple[Path, str] | None = None,
     plugins: str = "",
+    network_connectors: str = "",
 ) -> Iterator[ActiveMQ]:
     """Start ActiveMQ; with ``base`` (kept afterwards) and a fixed port a test can kill it
     and start it again on the same store. ``scheduler_support`` turns on its scheduler
@@ -66,7 +67,9 @@ def running_activemq(
     distribution has one of 1000; the packaged file none); ``ssl_keystore`` (a PKCS#12
     file with the broker's key and certificate, and its password) adds an ssl://
     transport connector on a free port. ``plugins`` is XML put in ``<plugins>``, e.g. a
-    simpleAuthenticationPlugin and an authorizationPlugin (tests/securitykit.py)."""
+    simpleAuthenticationPlugin and an authorizationPlugin (tests/securitykit.py).
+    ``network_connectors`` is XML put in ``<networkConnectors>`` (its ``<networkConnector>``
+    elements)."""
     keep = base is not None
     base = base or Path(tempfile.mkdtemp(prefix="dovecote-amq-"))
     try:
@@ -92,6 +95,13 @@ def running_activemq(
             "</policyEntries></policyMap></destinationPolicy>\n<persistenceAdapter>",
             1,
         )
+        if network_connectors:
+            xml = xml.replace(
+                "<persistenceAdapter>",
+                f"<networkConnectors>{network_connectors}</networkConnectors>\n"
+                "<persistenceAdapter>",
+                1,
+            )
         if topic_pending_limit is not None:
             xml = xml.replace(
                 "</policyEntries>",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from activemq import ActiveMQ, running_activemq
 from brokers import BrokerProcess, running_broker
 from dovecote.core.destinations import queue, topic
 from networks import browse_count, connector_toml, consumer, quiet, receive, send, wait_for
+from ports import free_port
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +65,26 @@ def test_topic_messages_reach_activemq_subscribers(amq: ActiveMQ, bridged: Broke
         assert receive(second, 20) == bodies
         assert quiet(first) and quiet(second)
     assert bridged.log_text().count(f"forwarding topic://{name} to") == 1
+
+
+def test_an_activemq_network_connector_to_dovecote_forwards_to_its_consumers(
+    tmp_path: Path,
+) -> None:
+    """The other way: ActiveMQ's own <networkConnector> bridges to dovecote, on dovecote's
+    advisories, and dovecote stores what it forwards."""
+    name = f"net.in.{uuid.uuid4().hex[:8]}"
+    bodies = [f"m{i}" for i in range(100)]
+    port = free_port()
+    connector = f'<networkConnector name="to-dovecote" uri="static:(tcp://127.0.0.1:{port})"/>'
+    with running_broker('[broker]\nname = "D"\n', tmp_path, openwire_port=port) as d, \
+            running_activemq(network_connectors=connector) as amq:  # fmt: skip
+        wait_for(lambda: "network bridge from broker" in d.log_text(), "ActiveMQ's bridge")
+        send(amq.openwire_port, queue(f"{name}.nobody"), ["stays"])
+        with consumer(port, queue(name)) as on_d:
+            # ActiveMQ subscribes on its side once dovecote's consumer advisory reached it;
+            # what it holds then goes over.
+            send(amq.openwire_port, queue(name), bodies)
+            assert receive(on_d, 100) == bodies
+            assert quiet(on_d)
+        assert browse_count(port, queue(f"{name}.nobody")) == 0
+        assert browse_count(amq.openwire_port, queue(f"{name}.nobody")) == 1

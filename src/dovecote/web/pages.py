@@ -7,14 +7,13 @@ the user's CSRF token for the script's requests. Read-only users get no change b
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -45,8 +44,8 @@ def _size(n: float) -> str:
     return f"{n} B"
 
 
-def _percent(used: int, limit: int) -> int:
-    return 0 if limit <= 0 else min(100, math.ceil(100 * used / limit))
+def _percent(used: int, limit: int) -> float:
+    return 0.0 if limit <= 0 else min(100.0, round(100 * used / limit, 1))
 
 
 def _hex_dump(body: bytes) -> str:
@@ -90,6 +89,7 @@ def page_routes(broker: Broker, access: ConsoleAccess, tokens: CsrfTokens) -> li
             csrf_token=tokens.issue("" if principal is None else principal.user),
             broker_name=broker.settings.broker_name,
             path=request.url.path,
+            logged_in=users is None or "authorization" in request.headers,
             **context,
         )
         return HTMLResponse(html, status_code=status, headers={
@@ -155,6 +155,16 @@ def page_routes(broker: Broker, access: ConsoleAccess, tokens: CsrfTokens) -> li
         return render(request, "send.html", kind=request.query_params.get("kind", "queues"),
                       name=request.query_params.get("name", ""))  # fmt: skip
 
+    async def login(request: Request) -> Response:
+        """Makes the browser ask for a user and password: with anonymous access allowed
+        no page would (a request without credentials is the anonymous user's)."""
+        if access.users is not None and "authorization" not in request.headers:
+            return Response(
+                "Log in with a user of the broker.", status_code=401, media_type="text/plain",
+                headers={"WWW-Authenticate": 'Basic realm="dovecote", charset="UTF-8"'},
+            )  # fmt: skip
+        return RedirectResponse("/", status_code=303)
+
     async def connections(request: Request) -> Response:
         return render(request, "connections.html", rows=broker.query.connections())
 
@@ -169,6 +179,7 @@ def page_routes(broker: Broker, access: ConsoleAccess, tokens: CsrfTokens) -> li
     return [
         Route("/", dashboard),
         Route("/send", send_page),
+        Route("/login", login),
         Route("/connections", connections),
         Route("/subscriptions", subscriptions),
         Route("/scheduled", scheduled),

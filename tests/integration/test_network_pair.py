@@ -4,10 +4,12 @@ moving between brokers mid-stream."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 import uuid
 from pathlib import Path
 
-from brokers import running_broker
+from brokers import BrokerProcess, running_broker
 from dovecote.core.destinations import queue, topic
 from networks import (
     browse_count,
@@ -19,6 +21,17 @@ from networks import (
     wait_for,
 )
 from ports import free_port
+
+
+def bridges(broker: BrokerProcess) -> list[dict[str, object]]:
+    """The admin API's list of a broker's bridges."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{broker.console_port}/api/network/bridges",
+        headers={"Host": "localhost"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        found: list[dict[str, object]] = json.load(answer)
+        return found
 
 
 def wd(tmp_path: Path, name: str) -> Path:
@@ -50,6 +63,10 @@ def test_a_forwards_to_b_only_what_b_has_consumers_for(tmp_path: Path) -> None:
             assert receive(on_b, 200) == bodies
             assert quiet(on_b)
         assert browse_count(a.openwire_port, queue(name)) == 0
+        [bridge] = bridges(a)
+        assert bridge["name"] == "bridge" and bridge["remote_broker"] == "B"
+        assert bridge["state"] == "connected" and bridge["forwarded"] == 201
+        assert bridges(b) == []
         # Topics: to B's subscribers, through one conduit consumer.
         with (
             consumer(b.openwire_port, topic(name)) as t1,

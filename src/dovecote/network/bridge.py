@@ -166,7 +166,8 @@ class Bridge:
         name = self.broker.settings.broker_name
         self.remote.send(Structure(t.BROKER_INFO, {
             "brokerId": Structure(t.BROKER_ID, {"value": self.local_id}),
-            "brokerName": name, "networkConnection": True, "duplexConnection": s.duplex,
+            # (Not duplex yet: the remote would expect us to serve a bridge back on it.)
+            "brokerName": name, "networkConnection": True, "duplexConnection": False,
         }))  # fmt: skip
         await self.remote.request(Structure(t.CONNECTION_INFO, {
             "connectionId": Structure(t.CONNECTION_ID, {"value": self._remote_conn}),

@@ -22,4 +22,3 @@ def broker_path(message: Message) -> tuple[str, ...]:
 def without_path(message: Message) -> dict[str, object]:
     """The message's properties without its path."""
     return {k: v for k, v in message.properties.items() if k != BROKER_PATH_PROPERTY}
-

@@ -50,6 +50,7 @@ from dovecote.broker.scheduler import DELAY, Scheduler
 from dovecote.core.destinations import Destination, queue, topic
 from dovecote.core.errors import DovecoteError, ResourceLimitError
 from dovecote.core.message import BodyType, Message
+from dovecote.network.connector import NetworkConnectors
 from dovecote.web import inputs, openapi, pages
 from dovecote.web.access import (
     CSRF_FIELD,
@@ -231,6 +232,10 @@ def admin_app(
             for c in broker.query.connections()
         ])  # fmt: skip
 
+    async def network_bridges(request: Request) -> Response:
+        network = broker.plugins.find(NetworkConnectors)
+        return JSONResponse(network.bridges() if network is not None else [])
+
     def scheduler() -> Scheduler:
         found = broker.plugins.find(Scheduler)
         if found is None:
@@ -289,6 +294,7 @@ def admin_app(
             Route("/api/scheduler/jobs", cancel_jobs, methods=["DELETE"]),
             Route("/api/scheduler/jobs/{job_id}", cancel_job, methods=["DELETE"]),
             Route("/api/broker", broker_view),
+            Route("/api/network/bridges", network_bridges),
             Route("/api/destinations", destinations),
             Route("/api/{kind}/{name}", destination_view),
             Route("/api/{kind}/{name}", delete, methods=["DELETE"]),

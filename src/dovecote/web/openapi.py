@@ -137,6 +137,9 @@ SCHEMA: dict[str, Any] = {
             ),
         },
         "/api/connections": {"get": _op("open connections")},
+        "/api/network/bridges": {
+            "get": _op("network bridges: connector, remote broker, state, forwarded count")
+        },
         "/api/connections/{connection_id}": {
             "delete": _op("close the connection", [_param("connection_id")], admin=True)
         },

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -18,6 +19,8 @@ from brokers import BrokerProcess, running_broker
 from consolekit import CONSOLE_TOML, api
 from dovecote.broker.broker import Broker
 from dovecote.broker.policy import BrokerSettings
+from dovecote.client import ConnectionFactory
+from dovecote.client.transport import JMSError
 from dovecote.store.memory import MemoryPersistenceAdapter
 from dovecote.web.access import ConsoleAccess
 from dovecote.web.admin import admin_app
@@ -239,3 +242,33 @@ def test_metrics_counters_have_total(broker: BrokerProcess) -> None:
     assert re.search(r"# TYPE dovecote_destination_enqueued(_total)? counter", text)
     assert f"dovecote_destination_size{labels} 1.0" in text
     assert "# TYPE dovecote_connection_consumers gauge" in text
+
+
+def test_closing_an_openwire_connection_tells_its_exception_listener(
+    broker: BrokerProcess,
+) -> None:
+    client_id = fresh("openwire")
+    heard: list[JMSError] = []
+    factory = ConnectionFactory(f"tcp://127.0.0.1:{broker.openwire_port}")
+    with factory.create_connection(client_id=client_id) as connection:
+        connection.set_exception_listener(heard.append)
+        connection.start()
+        _, connections = api(broker, "/api/connections")
+        (mine,) = [c for c in connections if c["client_id"] == client_id]
+        assert mine["protocol"] == "openwire"
+        closed = api(broker, f"/api/connections/{quote(mine['connection_id'], safe='')}", "DELETE")
+        assert closed[0] == 200
+        wait_for(lambda: bool(heard), "the client's exception listener")
+
+
+def test_moves_and_retries_outlive_a_restart(tmp_path: Path) -> None:
+    source, target = "kept.source", "kept.target"
+    with running_broker(CONSOLE_TOML, workdir=tmp_path) as first:
+        ids = send(first, source, ["a", "b", "c"])
+        body = {"messages": ids[:2], "to": target}
+        assert api(first, f"/api/queues/{source}/move", "POST", body) == (200, {"moved": 2})
+        assert api(first, f"/api/queues/{target}/retry", "POST", {"messages": ids[:1]}) == (
+            200, {"retried": 1},
+        )  # fmt: skip
+    with running_broker(CONSOLE_TOML, workdir=tmp_path) as second:
+        assert texts(second, source) == ["c", "a"] and texts(second, target) == ["b"]

@@ -251,7 +251,8 @@ def test_a_reader_sees_no_change_buttons(browser: Any, broker: BrokerProcess) ->
     api(broker, f"/api/queues/{name}/messages", "POST", raw=b"x")
     context = _context(browser, "bob")
     reader = log_in(broker, context)
-    for path in (f"/queues/{name}", "/connections", "/subscriptions", "/"):
+    pages = (f"/queues/{name}", "/connections", "/subscriptions", "/network", "/scheduled", "/")
+    for path in pages:
         page = reader.open(path)
         assert page.locator("button[data-method], button[data-chosen]").count() == 0, path
     sync_api.expect(reader.open("/send").locator("main")).to_contain_text("You may read only")

@@ -21,6 +21,7 @@ from dovecote.broker.broker import Broker
 from dovecote.broker.scheduler import Scheduler
 from dovecote.core.destinations import Destination, queue, topic
 from dovecote.core.message import BodyType, Message
+from dovecote.network.connector import NetworkConnectors
 from dovecote.web import inputs
 from dovecote.web.access import PRINCIPAL_KEY, ConsoleAccess, CsrfTokens
 from dovecote.web.admin_actions import MAX_FIND, message_json
@@ -171,6 +172,11 @@ def page_routes(broker: Broker, access: ConsoleAccess, tokens: CsrfTokens) -> li
     async def subscriptions(request: Request) -> Response:
         return render(request, "subscriptions.html", rows=broker.query.durable_subscriptions())
 
+    async def network(request: Request) -> Response:
+        connectors = broker.plugins.find(NetworkConnectors)
+        bridges = [] if connectors is None else connectors.bridges()
+        return render(request, "network.html", bridges=bridges, enabled=connectors is not None)
+
     async def scheduled(request: Request) -> Response:
         found = broker.plugins.find(Scheduler)
         jobs = [] if found is None else [v.as_json() for v in found.views()]
@@ -183,6 +189,7 @@ def page_routes(broker: Broker, access: ConsoleAccess, tokens: CsrfTokens) -> li
         Route("/connections", connections),
         Route("/subscriptions", subscriptions),
         Route("/scheduled", scheduled),
+        Route("/network", network),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         Route("/queues/{name}/messages/{message_id}", message_page),
         Route("/queues", destinations),

@@ -172,6 +172,28 @@
     });
   }
 
+  // Counters follow the broker, every 5 s: a destination's, or each row of a list's (a
+  // destination made since the page loaded shows at the next load).
+  for (const table of document.querySelectorAll("table[data-refresh]")) {
+    const refreshCounters = async () => {
+      let answer;
+      try {
+        answer = await call("GET", table.dataset.refresh);
+      } catch (_) {
+        return; // a deleted destination: its page stays as it was
+      }
+      const rows = Array.isArray(answer) ? answer : [answer];
+      for (const row of rows) {
+        const scope = Array.isArray(answer)
+          ? [...table.tBodies[0].rows].find((r) => r.dataset.name === row.name)
+          : table;
+        if (!scope) continue;
+        for (const cell of scope.querySelectorAll("[data-field]")) cell.textContent = row[cell.dataset.field];
+      }
+    };
+    setInterval(refreshCounters, 5000);
+  }
+
   // The dashboard: totals and the rate chart, every 5 s.
   const chart = document.getElementById("rates");
   if (chart) {

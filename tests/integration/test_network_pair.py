@@ -5,11 +5,13 @@ moving between brokers mid-stream."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 import uuid
 from pathlib import Path
 
 from brokers import BrokerProcess, running_broker
+from dovecote.client.connection import MessageConsumer
 from dovecote.core.destinations import queue, topic
 from networks import (
     browse_count,
@@ -32,6 +34,19 @@ def bridges(broker: BrokerProcess) -> list[dict[str, object]]:
     with urllib.request.urlopen(request, timeout=10) as answer:
         found: list[dict[str, object]] = json.load(answer)
         return found
+
+
+def receive_all(consumers: tuple[MessageConsumer, ...], count: int) -> list[str]:
+    """``count`` bodies from any of ``consumers`` (fewer when none comes for 30 s)."""
+    got: list[str] = []
+    deadline = time.monotonic() + 30
+    while len(got) < count and time.monotonic() < deadline:
+        for c in consumers:
+            message = c.receive(0.02)
+            if message is not None:
+                got.append(message.text)
+                deadline = time.monotonic() + 30
+    return got
 
 
 def wd(tmp_path: Path, name: str) -> Path:
@@ -150,3 +165,70 @@ def test_a_consumer_moving_from_b_to_a_takes_its_messages_along(tmp_path: Path) 
             assert quiet(on_a)
         assert sorted(got_on_b + got_on_a) == sorted(first + later), "lost or repeated"
         assert browse_count(b_port, queue(name)) == 0
+
+
+def test_a_bridge_reconnects_with_back_off_and_masterslave_takes_who_answers(
+    tmp_path: Path,
+) -> None:
+    """A's connector lists a dead address first and B second (masterslave:): it bridges to
+    B once B is up, waits while B is down (the admin API says so, one WARNING for a run of
+    the same failure), and bridges again when B is back."""
+    name = unique("reconnect.q")
+    dead, b_port = free_port(), free_port()
+    uri = f"masterslave:(tcp://127.0.0.1:{dead},tcp://127.0.0.1:{b_port})"
+    a_config = (
+        f'[broker]\nname = "A"\n[[network_connectors]]\nname = "ms"\nuri = "{uri}"\n'
+        "initial_reconnect_delay_ms = 100\nmax_reconnect_delay_ms = 400\n"
+    )
+    b_config = '[broker]\nname = "B"\n'
+    with running_broker(a_config, wd(tmp_path, "a")) as a:
+        wait_for(lambda: bridges(a)[0]["state"] == "waiting", "a failed attempt")
+        assert "cannot connect" in str(bridges(a)[0]["last_error"])
+        with running_broker(b_config, wd(tmp_path, "b"), openwire_port=b_port) as b:
+            wait_for(lambda: bridges(a)[0]["state"] == "connected", "the bridge to B")
+            with consumer(b_port, queue(name)) as on_b:
+                send(a.openwire_port, queue(name), ["before"])
+                assert receive(on_b, 1) == ["before"]
+            b.process.kill()
+            b.process.wait()
+        wait_for(lambda: bridges(a)[0]["state"] == "waiting", "B gone")
+        send(a.openwire_port, queue(name), ["while B was down"])
+        with running_broker(b_config, wd(tmp_path, "b"), openwire_port=b_port):
+            wait_for(lambda: bridges(a)[0]["state"] == "connected", "the bridge again")
+            with consumer(b_port, queue(name)) as on_b:
+                assert receive(on_b, 1) == ["while B was down"]
+        warnings = [line for line in a.log_lines if "WARNING" in line and "ms to" in line]
+        # One line per change of problem, not one per attempt (there were many).
+        assert 1 <= len(warnings) <= 4, warnings
+
+
+def test_a_mesh_of_three_with_network_ttl_1_delivers_each_message_once(tmp_path: Path) -> None:
+    """A, B and C each bridged to the other two: producers on every broker, consumers on
+    every broker, every message consumed once (none loops, none is lost)."""
+    name = unique("mesh.q")
+    ports = {n: free_port() for n in "ABC"}
+    configs = {
+        n: connector_toml(n, [p for m, p in ports.items() if m != n], name=f"{n}-mesh")
+        for n in "ABC"
+    }
+    sent = {n: [f"{n}{i}" for i in range(150)] for n in "ABC"}
+    a_dir, b_dir, c_dir = (wd(tmp_path, n) for n in "abc")
+    with running_broker(configs["A"], a_dir, openwire_port=ports["A"]) as a, \
+            running_broker(configs["B"], b_dir, openwire_port=ports["B"]) as b, \
+            running_broker(configs["C"], c_dir, openwire_port=ports["C"]) as c:  # fmt: skip
+        for broker in (a, b, c):
+            wait_for(lambda broker=broker: len(bridges(broker)) == 2 and all(
+                x["state"] == "connected" for x in bridges(broker)), "the mesh")  # fmt: skip
+        with (
+            consumer(ports["A"], queue(name)) as on_a,
+            consumer(ports["B"], queue(name)) as on_b,
+            consumer(ports["C"], queue(name)) as on_c,
+        ):
+            for broker in (a, b, c):
+                wait_for(lambda broker=broker: broker.log_text().count(
+                    f"forwarding queue://{name} to") == 2, "demand everywhere")  # fmt: skip
+            for n in "ABC":
+                send(ports[n], queue(name), sent[n])
+            got = receive_all((on_a, on_b, on_c), 450)
+            assert quiet(on_a) and quiet(on_b) and quiet(on_c)
+    assert sorted(got) == sorted(sent["A"] + sent["B"] + sent["C"]), "lost or delivered twice"

@@ -182,8 +182,9 @@ class Bridge:
             "destination": Structure(t.TOPIC, {"physicalName": CONSUMER_ADVISORIES}),
             "prefetchSize": 1000, "dispatchAsync": True,
         }))  # fmt: skip
-        info = ConnectionInfo(self.connection_id, f"{s.name}_{name}_inbound_local", s.user,
-                              s.password)  # fmt: skip
+        # One local connection per remote broker (a static: list bridges to several).
+        local_client_id = f"{s.name}_{name}_inbound_{self.remote.remote_broker_name}"
+        info = ConnectionInfo(self.connection_id, local_client_id, s.user, s.password)
         peer = Peer(str(self.remote.writer.get_extra_info("peername") or ""), "network")
         await self.broker.add_connection(info, self._on_local_dispatch, peer)
         await self.broker.process(self.connection_id, SessionInfo(self.session_id))

@@ -105,3 +105,16 @@ def test_uri_forms() -> None:
 def test_bad_entries_name_their_key(tmp_path: Path, text: str, problem: str) -> None:
     with pytest.raises(ConfigError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         loaded(tmp_path, f"[[network_connectors]]\n{text}\n")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("document", "after"), [("docs/networks.md", "## Configuration"), ("README.md", "## Networks")]
+)
+def test_the_documented_examples_load(tmp_path: Path, document: str, after: str) -> None:
+    text = (ROOT / document).read_text().split(after, 1)[1]
+    example = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    [s] = network_settings(loaded(tmp_path, example))
+    assert s.uri.kind == "static" and s.name.startswith("east-to-west")

@@ -265,23 +265,42 @@ def test_a_reader_sees_no_change_buttons(browser: Any, broker: BrokerProcess) ->
     assert reader.errors == []
 
 
-def test_dashboard_chart_and_screenshots_of_the_main_pages(console: Console) -> None:
-    name = "orders.eu"
-    api(console.broker, f"/api/queues/{name}/messages?priority=6", "POST",
-        raw=b'{"order": 42, "lines": [{"sku": "A-1", "qty": 2}]}')  # fmt: skip
-    client = Client(console.broker.stomp_address, client_id="billing-service")
-    try:
-        page = console.open("/")
-        sync_api.expect(page.locator('[data-field="connectionCount"]')).not_to_have_text("0")
-        sync_api.expect(page.locator("svg#rates polyline")).to_have_count(2)
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=SCREENSHOTS / "dashboard.png", full_page=True)
-        _, browsed = api(console.broker, f"/api/queues/{name}/messages")
-        message_id = quote(browsed[0]["message_id"], safe="")
-        for shot, path in [
-            ("queues", "/queues"), ("queue", f"/queues/{name}"), ("send", "/send"),
-            ("message", f"/queues/{name}/messages/{message_id}"), ("connections", "/connections"),
-        ]:  # fmt: skip
-            console.open(path).screenshot(path=SCREENSHOTS / f"{shot}.png", full_page=True)
-    finally:
-        client.close()
+def test_dashboard_chart_and_screenshots_of_the_main_pages(browser: Any, tmp_path: Path) -> None:
+    """On a broker of its own, with a few tidy destinations, for docs/console/."""
+    with running_broker(CONSOLE_TOML, workdir=tmp_path) as broker:
+        order = b'{"order": 42, "lines": [{"sku": "A-1", "qty": 2}]}'
+        for name, count in [("orders.eu", 3), ("orders.us", 12), ("invoices", 1)]:
+            for _ in range(count):
+                api(broker, f"/api/queues/{name}/messages?priority=6&correlationId=web-1"
+                    '&properties={"region":"eu"}', "POST", raw=order)  # fmt: skip
+        api(broker, "/api/topics/prices/messages", "POST", raw=b"1.25")
+        client = Client(broker.stomp_address, client_id="billing-service")
+        context = _context(browser, "alice")
+        try:
+            client.subscribe("/queue/invoices", ack="client-individual")
+            client.receive()
+
+            def some_rates() -> bool:  # sends go on until the chart has a few points
+                api(broker, "/api/queues/orders.us/messages", "POST", raw=order)
+                return len(api(broker, "/api/rates")[1]["samples"]) >= 3
+
+            wait_for(some_rates, "three rate samples", timeout=30)
+            console = log_in(broker, context)
+            page = console.open("/")
+            sync_api.expect(page.locator('[data-field="connectionCount"]')).to_have_text("1")
+            sync_api.expect(page.locator("svg#rates polyline")).to_have_count(2)
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=SCREENSHOTS / "dashboard.png", full_page=True)
+            _, browsed = api(broker, "/api/queues/orders.eu/messages")
+            message_id = quote(browsed[0]["message_id"], safe="")
+            for shot, path in [
+                ("queues", "/queues"), ("queue", "/queues/orders.eu"),
+                ("send", "/send?kind=queues&name=orders.eu"),
+                ("message", f"/queues/orders.eu/messages/{message_id}"),
+                ("connections", "/connections"),
+            ]:  # fmt: skip
+                console.open(path).screenshot(path=SCREENSHOTS / f"{shot}.png", full_page=True)
+            assert console.errors == []
+        finally:
+            context.close()
+            client.close()

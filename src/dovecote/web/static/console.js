@@ -205,7 +205,9 @@
     };
     const draw = (samples) => {
       chart.replaceChildren();
-      const width = 600, height = 150, span = 600;
+      // The last ten minutes, or the last whole minutes there are samples of.
+      const oldest = Math.max(0, ...samples.map((s) => s.ago));
+      const width = 600, height = 150, span = Math.min(600, Math.max(60, Math.ceil(oldest / 60) * 60));
       const peak = Math.max(1, ...samples.map((s) => Math.max(s.enqueued, s.dequeued)));
       const axis = document.createElementNS(SVG, "line");
       for (const [k, v] of Object.entries({ x1: 0, y1: height, x2: width, y2: height, class: "axis" })) axis.setAttribute(k, v);
@@ -213,7 +215,7 @@
       const at = (s, field) => `${(width * (1 - s.ago / span)).toFixed(1)},${(height - (height - 10) * s[field] / peak).toFixed(1)}`;
       line(samples.map((s) => at(s, "enqueued")).join(" "), "enq");
       line(samples.map((s) => at(s, "dequeued")).join(" "), "deq");
-      document.getElementById("rates-peak").textContent = `peak ${peak.toFixed(1)}/s, last ${span / 60} minutes`;
+      document.getElementById("rates-peak").textContent = `peak ${peak.toFixed(1)}/s, last ${span / 60} minute${span > 60 ? "s" : ""}`;
     };
     const refresh = async () => {
       try {

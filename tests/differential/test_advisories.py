@@ -1,9 +1,10 @@
 """Advisories side by side with ActiveMQ 5.17: what the unmodified Java client gets on the
 advisory topics (tests/java/Advisories.java: topic, data structure and its key fields,
 message type, delivery mode and properties) for connections, consumers on a queue and on a
-topic, producers, destinations made and removed, temporary destinations, an expired and a
-dead-lettered message; and the client's own advisory-based features (DestinationSource,
-ConsumerEventSource). Each scenario's outcome on dovecote must be ActiveMQ's."""
+topic, a durable subscription deleted, producers, destinations made and removed, temporary
+destinations, an expired and a dead-lettered message; and the client's own advisory-based
+features (DestinationSource, ConsumerEventSource). Each scenario's outcome on dovecote must
+be ActiveMQ's."""
 
 from __future__ import annotations
 
@@ -50,6 +51,16 @@ EXPECTED = {
         f" persistent=false [{ORIGIN}, producerCount=1:Integer],"
         " ActiveMQ.Advisory.Producer.Queue.adv.prod.R RemoveInfo(ProducerId) type=Advisory"
         f" persistent=false [{ORIGIN}, producerCount=0:Integer]]"
+    ),
+    # A durable subscription deleted: its consumer's watchers hear of it (network bridges
+    # drop their durable demand on it); while inactive it still counts as a consumer.
+    "durable_unsubscribe": (
+        "ActiveMQ.Advisory.Consumer.Topic.adv.durable.R ConsumerInfo(topic://adv.durable.R"
+        " selector=null sub=sub1 noLocal=false) type=Advisory persistent=false"
+        f" [consumerCount=1:Integer, {ORIGIN}] | ActiveMQ.Advisory.Consumer.Topic.adv.durable.R"
+        f" RemoveInfo(ConsumerId) type=Advisory persistent=false [consumerCount=1:Integer,"
+        f" {ORIGIN}] | ActiveMQ.Advisory.Consumer.Topic.adv.durable.R RemoveSubscriptionInfo("
+        f"adv-durable-R/sub1) type=Advisory persistent=false [consumerCount=0:Integer, {ORIGIN}]"
     ),
     "destinations": (
         "replayed=[ActiveMQ.Advisory.Queue DestinationInfo(add queue://adv.dest.R.old)"

@@ -29,6 +29,7 @@ import org.apache.activemq.command.DataStructure;
 import org.apache.activemq.command.DestinationInfo;
 import org.apache.activemq.command.ProducerInfo;
 import org.apache.activemq.command.RemoveInfo;
+import org.apache.activemq.command.RemoveSubscriptionInfo;
 
 public class Advisories {
     static String url;
@@ -96,8 +97,11 @@ public class Advisories {
         if (d instanceof ConsumerInfo) {
             ConsumerInfo ci = (ConsumerInfo) d;
             b.append("(").append(name(ci.getDestination())).append(" selector=").append(ci.getSelector())
-                .append(" sub=").append(ci.getSubscriptionName()).append(" prefetch=")
-                .append(ci.getPrefetchSize()).append(" noLocal=").append(ci.isNoLocal()).append(")");
+                .append(" sub=").append(ci.getSubscriptionName());
+            // (A durable subscriber's prefetch: ActiveMQ's policy turns the client's 1000 into
+            // 100 on the ConsumerInfo itself; dovecote keeps what the client sent.)
+            if (ci.getSubscriptionName() == null) b.append(" prefetch=").append(ci.getPrefetchSize());
+            b.append(" noLocal=").append(ci.isNoLocal()).append(")");
         } else if (d instanceof ProducerInfo) {
             b.append("(").append(name(((ProducerInfo) d).getDestination())).append(")");
         } else if (d instanceof ConnectionInfo) {
@@ -106,6 +110,10 @@ public class Advisories {
                 .append(ci.getUserName()).append(" password=[").append(ci.getPassword()).append("])");
         } else if (d instanceof RemoveInfo) {
             b.append("(").append(((RemoveInfo) d).getObjectId().getClass().getSimpleName()).append(")");
+        } else if (d instanceof RemoveSubscriptionInfo) {
+            RemoveSubscriptionInfo ri = (RemoveSubscriptionInfo) d;
+            b.append("(").append(ri.getClientId().replace(run, "R")).append("/")
+                .append(ri.getSubscriptionName()).append(")");
         } else if (d instanceof DestinationInfo) {
             DestinationInfo di = (DestinationInfo) d;
             b.append("(").append(di.isAddOperation() ? "add " : "remove ")
@@ -172,6 +180,21 @@ public class Advisories {
         }
         c.close();
         return String.join(" ", out);
+    }
+
+    static String durableUnsubscribe() throws Exception {
+        String t = "adv.durable." + run;
+        try (Watch w = new Watch("ActiveMQ.Advisory.Consumer.Topic." + t)) {
+            ActiveMQConnection c = (ActiveMQConnection) new ActiveMQConnectionFactory(url)
+                .createConnection();
+            c.setClientID("adv-durable-" + run);
+            c.start();
+            Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            s.createDurableSubscriber(new ActiveMQTopic(t), "sub1").close();
+            s.unsubscribe("sub1");
+            c.close();
+            return String.join(" | ", w.await(3, m -> true));
+        }
     }
 
     static String producers() throws Exception {
@@ -316,6 +339,7 @@ public class Advisories {
         scenarios.put("queue_consumers", () -> consumers(true));
         scenarios.put("topic_consumers", () -> consumers(false));
         scenarios.put("producers", Advisories::producers);
+        scenarios.put("durable_unsubscribe", Advisories::durableUnsubscribe);
         scenarios.put("destinations", Advisories::destinations);
         scenarios.put("temporary", Advisories::temporary);
         scenarios.put("expired", Advisories::expired);

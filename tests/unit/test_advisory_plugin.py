@@ -21,6 +21,7 @@ from dovecote.core.commands import (
     MessageDispatch,
     ProducerInfo,
     RemoveInfo,
+    RemoveSubscriptionInfo,
     SendMessage,
     SessionInfo,
 )
@@ -138,6 +139,22 @@ async def test_a_new_consumer_advisory_watcher_gets_the_existing_consumers(b: Br
     # Only the new consumer is replayed to: an earlier watcher gets nothing twice.
     await b.watch("ActiveMQ.Advisory.Consumer.Queue.a")
     assert b.seen() == [("ActiveMQ.Advisory.Consumer.Queue.a", on_queue)]
+
+
+async def test_a_deleted_durable_subscription_is_told_of(b: Broker_) -> None:
+    await b.watch("ActiveMQ.Advisory.Consumer.Topic.t")
+    await connect(b)
+    durable = ConsumerInfo(ConsumerId(SESSION, 1), topic("t"), subscription_name="s")
+    await b.broker.process(CLIENT, durable)
+    await b.broker.process(CLIENT, RemoveInfo(durable.consumer_id))
+    await b.broker.process(CLIENT, RemoveSubscriptionInfo("cid", "s"))
+    # The inactive subscription counts until it is deleted, as in ActiveMQ.
+    assert [p["consumerCount"] for p in b.properties()] == [1, 1, 0]
+    assert [type(s).__name__ for _, s in b.seen()] == [
+        "ConsumerInfo",
+        "RemoveInfo",
+        "RemoveSubscriptionInfo",
+    ]
 
 
 async def test_producers_are_told_of_but_not_anonymous_ones(b: Broker_) -> None:

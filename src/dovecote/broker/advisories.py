@@ -5,7 +5,8 @@ command they tell of, so that clients and network bridges learn what exists on a
 - ``ActiveMQ.Advisory.Connection``: a ConnectionInfo (password blanked) as a connection
   opens, a RemoveInfo as it closes;
 - ``ActiveMQ.Advisory.Consumer.Queue.X`` / ``.Consumer.Topic.X``: a ConsumerInfo as a consumer
-  is made, a RemoveInfo as it goes, with ``consumerCount`` (the consumers left on X);
+  is made, a RemoveInfo as it goes, with ``consumerCount`` (the consumers left on X); a
+  RemoveSubscriptionInfo as a durable subscription on topic X is deleted;
 - ``ActiveMQ.Advisory.Producer.Queue.X`` / ``.Producer.Topic.X``: ProducerInfo / RemoveInfo
   with ``producerCount`` (anonymous producers are not told of, as in ActiveMQ by default);
 - ``ActiveMQ.Advisory.Queue`` / ``.Topic`` / ``.TempQueue`` / ``.TempTopic``: a DestinationInfo
@@ -39,6 +40,7 @@ from dovecote.core.commands import (
     DestinationInfo,
     ProducerInfo,
     RemoveInfo,
+    RemoveSubscriptionInfo,
 )
 from dovecote.core.destinations import Destination, DestinationType, destination_matches, topic
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId
@@ -192,6 +194,13 @@ class AdvisoryPlugin(BrokerPlugin):
         # A temporary destination's consumers leaving with it are not told of.
         if not destination.is_temporary or destination in self._destinations:
             await self.fire(self._consumer_advisory(destination, _removal(info.consumer_id)))
+
+    async def on_remove_subscription(
+        self, state: ConnectionState, info: RemoveSubscriptionInfo, topic: Destination
+    ) -> None:
+        # ActiveMQ tells consumers' watchers (network bridges drop their durable demand).
+        if not is_advisory(topic):
+            await self.fire(self._consumer_advisory(topic, info))
 
     async def on_producer_added(self, state: ConnectionState, info: ProducerInfo) -> None:
         destination = info.destination

@@ -68,7 +68,7 @@ from dovecote.core.commands import (
     TransactionInfo,
     TransactionType,
 )
-from dovecote.core.destinations import Destination, destination_matches
+from dovecote.core.destinations import Destination
 from dovecote.core.errors import (
     BrokerError,
     DovecoteError,
@@ -108,7 +108,7 @@ class Broker:
         self.dead_letters = DeadLetters(self.regions, self.plugins)
         self.regions.on_expired = self.dead_letters.expire
         if self.plugins.watches_destinations:
-            self.regions.on_created = self._destinations_created
+            self.regions.on_created = self.plugins.on_destinations_created
         self.ids = IdGenerator()
         self._connections: dict[ConnectionId, ConnectionState] = {}
         self._client_ids: dict[str, ConnectionId] = {}
@@ -242,8 +242,9 @@ class Broker:
                 await self._transaction(state, command)
             case RemoveInfo(object_id=object_id, last_delivered_sequence=last_delivered):
                 await self._remove(state, object_id, last_delivered)
-            case RemoveSubscriptionInfo():
-                await durables.remove(self.regions, command.client_id, command.subscription_name)
+            case RemoveSubscriptionInfo(client_id=client_id, subscription_name=name):
+                removed = await durables.remove(self.regions, client_id, name)
+                await self.plugins.on_remove_subscription(state, command, removed)
             case DestinationInfo(destination=destination, add=True):
                 await self.plugins.on_add_destination(state, destination)
                 await self._add_temp_destination(state, destination)
@@ -283,10 +284,6 @@ class Broker:
             raise InvalidDestinationError(
                 f"temporary destination {destination} does not exist (its connection closed)"
             )
-
-    async def _destinations_created(self, destinations: list[Destination]) -> None:
-        for destination in destinations:
-            await self.plugins.on_destination_created(destination, None)
 
     async def _add_temp_destination(self, state: ConnectionState, destination: Destination) -> None:
         if not destination.is_temporary:
@@ -412,13 +409,8 @@ class Broker:
         """Give messages to one topic consumer alone, those its subscription matches
         (advisory replays, as ActiveMQ's targetConsumerId); nothing is stored."""
         record = self._consumers.get(consumer_id)
-        if record is None or not isinstance(record.origin, TopicSubscription):
-            return
-        sub = record.origin
-        for message in messages:
-            if destination_matches(sub.destination, message.destination) and sub.matches(message):
-                self.regions.offer(sub, message)
-        await self.regions.dispatch(sub)
+        if record is not None and isinstance(record.origin, TopicSubscription):
+            await self.regions.offer(record.origin, messages)
 
     async def delete_destination(self, destination: Destination) -> bool:
         """Remove a destination with its messages and subscriptions; False if unknown."""

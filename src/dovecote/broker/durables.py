@@ -54,8 +54,9 @@ async def find_or_create(
     return sub
 
 
-async def remove(regions: Regions, client_id: str, name: str) -> None:
-    """Remove an inactive durable subscription with what it holds (RemoveSubscriptionInfo)."""
+async def remove(regions: Regions, client_id: str, name: str) -> Destination:
+    """Remove an inactive durable subscription with what it holds (RemoveSubscriptionInfo);
+    returns the topic it was on."""
     sub = regions.durables.get((client_id, name))
     if sub is None:
         raise UnknownSubscriptionError(f"no durable subscription {name!r} for {client_id!r}")
@@ -64,3 +65,4 @@ async def remove(regions: Regions, client_id: str, name: str) -> None:
     regions.drop_topic_subscription(sub)
     assert sub.durable is not None
     await regions.store.write([RemoveSubscription(sub.durable.destination, client_id, name)])
+    return sub.durable.destination

@@ -20,7 +20,8 @@ empty tuple (and the per-message ones, not even that: the broker tests a flag fi
   removed on request; raising refuses either;
 - notifications once something happened (they refuse nothing): ``on_connected(state)``
   once a connection is registered, ``on_consumer_added(state, info)`` once a consumer
-  exists (before its first dispatch), ``on_producer_added(state, info)``;
+  exists (before its first dispatch), ``on_producer_added(state, info)``,
+  ``on_remove_subscription(state, info, topic)`` once a durable subscription is deleted;
   ``on_destination_created(destination, connection_id)`` once a destination exists, however
   it came to (a send, a consumer, a DestinationInfo, a temporary destination; the
   connection that made it, when known), ``on_destination_removed(destination)`` once one is
@@ -56,7 +57,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
-from dovecote.core.commands import ConsumerInfo, ProducerInfo, SendMessage
+from dovecote.core.commands import ConsumerInfo, ProducerInfo, RemoveSubscriptionInfo, SendMessage
 from dovecote.core.destinations import Destination
 from dovecote.core.errors import DovecoteError
 from dovecote.core.ids import ConnectionId, ConsumerId, IdGenerator, ProducerId
@@ -154,6 +155,11 @@ class BrokerPlugin:
     async def on_producer_added(self, state: ConnectionState, info: ProducerInfo) -> None:
         return None
 
+    async def on_remove_subscription(
+        self, state: ConnectionState, info: RemoveSubscriptionInfo, topic: Destination
+    ) -> None:
+        return None
+
     async def on_destination_created(
         self, destination: Destination, connection_id: ConnectionId | None
     ) -> None:
@@ -210,6 +216,7 @@ class PluginChain:
         self._connected = _overriding(self.plugins, "on_connected")
         self._consumer_added = _overriding(self.plugins, "on_consumer_added")
         self._producer_added = _overriding(self.plugins, "on_producer_added")
+        self._subscription_removed = _overriding(self.plugins, "on_remove_subscription")
         self._destination_created = _overriding(self.plugins, "on_destination_created")
         self._destination_removed = _overriding(self.plugins, "on_destination_removed")
         self._expired = _overriding(self.plugins, "on_message_expired")
@@ -282,11 +289,22 @@ class PluginChain:
         for plugin in self._producer_added:
             await plugin.on_producer_added(state, info)
 
+    async def on_remove_subscription(
+        self, state: ConnectionState, info: RemoveSubscriptionInfo, topic: Destination
+    ) -> None:
+        for plugin in self._subscription_removed:
+            await plugin.on_remove_subscription(state, info, topic)
+
     async def on_destination_created(
         self, destination: Destination, connection_id: ConnectionId | None
     ) -> None:
         for plugin in self._destination_created:
             await plugin.on_destination_created(destination, connection_id)
+
+    async def on_destinations_created(self, destinations: list[Destination]) -> None:
+        """Those the regions made (by a send, a consumer, the store): no connection known."""
+        for destination in destinations:
+            await self.on_destination_created(destination, None)
 
     async def on_destination_removed(self, destination: Destination) -> None:
         for plugin in self._destination_removed:

@@ -232,12 +232,14 @@ class BrokerQuery:
                 if destination_matches(part, d)
             ]  # fmt: skip
             for topic in topics:
+                # A durable subscription counts while inactive too, as in ActiveMQ.
                 subs = regions.topic_subs.get(topic, [])
-                count += sum(1 for s in subs if s.consumer is not None)
+                count += sum(1 for s in subs if s.consumer is not None or s.durable is not None)
                 count += sum(
                     1
                     for s in regions.wildcard_subs
-                    if s.consumer is not None and destination_matches(s.destination, topic)
+                    if (s.consumer is not None or s.durable is not None)
+                    and destination_matches(s.destination, topic)
                 )
         return count
 

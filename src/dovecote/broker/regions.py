@@ -177,13 +177,17 @@ class Regions:
         if sub.key is not None:
             self.durables.pop(sub.key, None)
 
-    def offer(self, sub: TopicSubscription, message: Message) -> None:
-        """Give one subscription a message of its own (advisory replays)."""
-        entry = Entry(message, next(self._topic_seq))
-        self.paging.charge(entry)
-        dropped = sub.offer(entry)
-        if dropped is not None:
-            dropped.release()
+    async def offer(self, sub: TopicSubscription, messages: Iterable[Message]) -> None:
+        """Give one subscription messages of its own, those it matches (advisory replays,
+        as ActiveMQ's targetConsumerId), and dispatch them; nothing is stored."""
+        for message in messages:
+            if destination_matches(sub.destination, message.destination) and sub.matches(message):
+                entry = Entry(message, next(self._topic_seq))
+                self.paging.charge(entry)
+                dropped = sub.offer(entry)
+                if dropped is not None:
+                    dropped.release()
+        await self._dispatch_sub(sub)
 
     async def route(
         self, messages: Iterable[Message], extra_ops: Iterable[StoreOp] = (), sync: bool = True

@@ -13,6 +13,7 @@ from dovecote.core.commands import (
     DestinationInfo,
     ProducerInfo,
     RemoveInfo,
+    RemoveSubscriptionInfo,
 )
 from dovecote.core.destinations import Destination
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId
@@ -80,6 +81,11 @@ def data_structure(
         case RemoveInfo():
             return Structure(t.REMOVE_INFO, {"objectId": id_structure(value.object_id),
                                              "lastDeliveredSequenceId": 0})  # fmt: skip
+        case RemoveSubscriptionInfo():
+            return Structure(t.REMOVE_SUBSCRIPTION_INFO, {
+                "subcriptionName": value.subscription_name,  # (OpenWire's spelling)
+                "clientId": value.client_id,
+            })  # fmt: skip
         case DestinationInfo():
             return Structure(t.DESTINATION_INFO, {
                 "connectionId": id_structure(value.connection_id),

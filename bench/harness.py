@@ -2,6 +2,7 @@
 Markdown table with the ratio dovecote/ActiveMQ on every row (issue 7).
 
     .venv/bin/python bench/harness.py [--full] [--repeat N] [--out FILE] [--only NAME ...]
+                                      [--secured]
 
 ``make bench`` runs the short form three times over (a few minutes; each figure is from the
 median run); ``--full`` uses the issue's sizes (a 100k backlog, 1M messages for recovery).
@@ -12,6 +13,11 @@ each once both are quiet, so that the machine's drift over minutes falls on both
 The load comes from bench/loadgen.py (separate processes, raw pipelined STOMP), for one
 OpenWire row from ActiveMQ's own producer and consumer tools (a JVM each, for both brokers)
 and for the other from bench/owload.py (raw pipelined OpenWire, a process each).
+
+``--secured`` runs both brokers with authentication and authorization on, configured alike
+(tests/securitykit.py: users, groups and an authorization map; the load logs in as a user
+with every right), for the STOMP workloads, into bench/RESULTS-secured.md: beside
+RESULTS.md it shows what security costs each broker.
 
 For every ratio, higher is better for dovecote: throughput ratios are dovecote/ActiveMQ,
 latency, CPU, memory and time ratios are ActiveMQ/dovecote. The broker's CPU seconds and RSS
@@ -46,6 +52,7 @@ from table import Row, markdown  # noqa: E402
 from activemq import HOME as AMQ_HOME  # noqa: E402
 from activemq import accepts, running_activemq  # noqa: E402
 from brokers import running_broker  # noqa: E402
+from securitykit import USERS, activemq_plugins, dovecote_toml  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 TOOLS_LOG4J = ROOT / "bench" / "log4j.properties"
@@ -58,6 +65,8 @@ name = "bench"
 kind = "journal"
 enable_journal_disk_syncs = true
 """
+SECURED = False
+"""Both brokers with authentication and authorization (--secured)."""
 
 
 # -- the broker under test -------------------------------------------------------------------
@@ -89,7 +98,8 @@ def started(kind: str, workdir: Path, openwire_port: int = 0) -> Iterator[Broker
     the OpenWire port accepting."""
     t0 = time.monotonic()
     if kind == "dovecote":
-        with running_broker(DOVECOTE_CONFIG, workdir, openwire_port) as proc:
+        config = DOVECOTE_CONFIG + (dovecote_toml(allow_anonymous=False) if SECURED else "")
+        with running_broker(config, workdir, openwire_port) as proc:
             while not accepts(proc.openwire_port):
                 time.sleep(0.01)
             broker = Broker(
@@ -97,7 +107,8 @@ def started(kind: str, workdir: Path, openwire_port: int = 0) -> Iterator[Broker
             )
             yield _settle(broker)
     else:
-        with running_activemq(workdir, openwire_port) as amq:
+        plugins = activemq_plugins(allow_anonymous=False) if SECURED else ""
+        with running_activemq(workdir, openwire_port, plugins=plugins) as amq:
             broker = Broker(
                 kind, amq.process.pid, amq.stomp_port, amq.openwire_port, time.monotonic() - t0
             )
@@ -644,11 +655,25 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each workload; the median is shown"
     )
+    parser.add_argument(
+        "--secured", action="store_true", help="authentication and authorization on, STOMP rows"
+    )
     args = parser.parse_args()
     command = "python bench/harness.py" + (" --full" if args.full else "")
     if args.repeat > 1:
         command += f" --repeat {args.repeat}"
-    rows, notes = run(FULL if args.full else SHORT, args.only, max(args.repeat, 1))
+    only = args.only
+    if args.secured:
+        global SECURED
+        SECURED = True
+        loadgen.LOGIN = ("admin", USERS["admin"][0])
+        command += " --secured"
+        # The OpenWire loads (ActiveMQ's tools, owload.py) do not log in; nor do the
+        # runtime and recovery rows concern security.
+        only = only or [w.name for w in WORKLOADS if not w.name.startswith("OpenWire")]
+        if args.out == ROOT / "bench" / "RESULTS.md":
+            args.out = ROOT / "bench" / "RESULTS-secured.md"
+    rows, notes = run(FULL if args.full else SHORT, only, max(args.repeat, 1))
     text = markdown(rows, notes, command)
     if not args.only:
         args.out.write_text(text)

@@ -40,10 +40,17 @@ class ConsumerResult:
     latencies_ns: list[int] = field(default_factory=list)
 
 
+LOGIN: tuple[str, str] | None = None
+"""User and password every connection logs in with (harness.py --secured sets it before
+the load's processes are forked)."""
+
+
 def connect(port: int, client_id: str | None = None) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     extra = f"client-id:{client_id}\n" if client_id else ""
+    if LOGIN is not None:
+        extra += f"login:{LOGIN[0]}\npasscode:{LOGIN[1]}\n"
     sock.sendall(f"CONNECT\naccept-version:1.2\nhost:localhost\n{extra}\n\x00".encode())
     read_frame(sock, b"")
     return sock

@@ -189,6 +189,7 @@ def test_a_bridge_reconnects_with_back_off_and_masterslave_takes_who_answers(
             with consumer(b_port, queue(name)) as on_b:
                 send(a.openwire_port, queue(name), ["before"])
                 assert receive(on_b, 1) == ["before"]
+            wait_for(lambda: browse_count(b_port, queue(name)) == 0, "the ack on B")
             b.process.kill()
             b.process.wait()
         wait_for(lambda: bridges(a)[0]["state"] == "waiting", "B gone")

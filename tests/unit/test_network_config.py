@@ -4,6 +4,7 @@ back-off, and bad entries refused with the key that is wrong."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,6 @@ ROOT = Path(__file__).resolve().parents[2]
 )
 def test_the_documented_examples_load(tmp_path: Path, document: str, after: str) -> None:
     text = (ROOT / document).read_text().split(after, 1)[1]
-    example = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    example = re.split(r"```toml(?: network)?\n", text, maxsplit=1)[1].split("```", 1)[0]
     [s] = network_settings(loaded(tmp_path, example))
     assert s.uri.kind == "static" and s.name.startswith("east-to-west")

@@ -34,7 +34,6 @@ from dovecote.core.commands import (
     Command,
     ConnectionInfo,
     ConsumerInfo,
-    DestinationInfo,
     MessageAck,
     MessageDispatch,
     ProducerInfo,
@@ -45,7 +44,7 @@ from dovecote.core.commands import (
     TransactionInfo,
     TransactionType,
 )
-from dovecote.core.destinations import Destination, DestinationType
+from dovecote.core.destinations import Destination
 from dovecote.core.errors import (
     DovecoteError,
     RemoteProtocolError,
@@ -54,33 +53,26 @@ from dovecote.core.errors import (
 )
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
 from dovecote.core.message import BodyType, Message, PropertyValue
-from dovecote.core.selector import CONVERT_STRINGS_PREFIX
 from dovecote.protocol.stomp.frames import Frame, encode_frame, escape_header
+from dovecote.protocol.stomp.headers import (
+    bool_header,
+    int_header,
+    parse_heartbeat,
+    required,
+    stomp_selector,
+)
 from dovecote.protocol.stomp.message_frames import (
     has_temporary,
     message_headers,
     message_tail,
     tail_cache,
 )
+from dovecote.protocol.stomp.names import StompNames
 
 SUPPORTED_VERSIONS: Final = ("1.0", "1.1", "1.2")
 SERVER_NAME: Final = "dovecote/0.1.0"
 BROWSE_DONE_ID: Final = "BrowseDone"
 
-_PREFIXES: Final = {
-    "/queue/": DestinationType.QUEUE,
-    "/topic/": DestinationType.TOPIC,
-    "/temp-queue/": DestinationType.TEMP_QUEUE,
-    "/temp-topic/": DestinationType.TEMP_TOPIC,
-    "/remote-temp-queue/": DestinationType.TEMP_QUEUE,
-    "/remote-temp-topic/": DestinationType.TEMP_TOPIC,
-}
-_STOMP_PREFIX: Final = {
-    DestinationType.QUEUE: "/queue/",
-    DestinationType.TOPIC: "/topic/",
-    DestinationType.TEMP_QUEUE: "/remote-temp-queue/",
-    DestinationType.TEMP_TOPIC: "/remote-temp-topic/",
-}
 # SEND headers that are STOMP or JMS headers, never message properties.
 _RESERVED: Final = frozenset(
     {
@@ -91,7 +83,6 @@ _RESERVED: Final = frozenset(
     }
 )  # fmt: skip
 _ACK_MODES: Final = ("auto", "client", "client-individual")
-_RESOLVED_MAX: Final = 1024
 
 
 @dataclass(slots=True, unsafe_hash=True, init=False)
@@ -160,9 +151,7 @@ class StompConverter:
         self._consumer_seq = itertools.count(1)
         self._subs: dict[str, _Subscription] = {}
         self._subs_by_consumer: dict[ConsumerId, _Subscription] = {}
-        self._temp_names: dict[str, Destination] = {}
-        self._resolved: dict[str, Destination] = {}
-        self._temp_reverse: dict[Destination, str] = {}
+        self.names = StompNames(connection_id)
         self._last_destination: Destination | None = None
         """The destination of the last message dispatched, and its header value as written
         (named and escaped); forgotten when the names change (a new temporary one)."""
@@ -200,7 +189,7 @@ class StompConverter:
         headers = [("version", self.version), ("session", str(self.connection_id))]
         headers.append(("server", SERVER_NAME))
         if self.version != "1.0":
-            cx, cy = _parse_heartbeat(frame.get("heart-beat") or "0,0")
+            cx, cy = parse_heartbeat(frame.get("heart-beat") or "0,0")
             sx, sy = self._server_heartbeat
             self.heartbeat = HeartBeat(
                 send_ms=max(sx, cy) if sx and cy else 0,
@@ -242,14 +231,14 @@ class StompConverter:
             body=frame.body,
             body_type=BodyType.BYTES if "content-length" in headers else BodyType.TEXT,
             persistent=headers.get("persistent", "").lower() == "true",
-            priority=_int_header(headers, "priority", 4, 0, 9),
+            priority=int_header(headers, "priority", 4, 0, 9),
             timestamp=int(time.time() * 1000),
-            expiration=_int_header(headers, "expires", 0, 0, None),
+            expiration=int_header(headers, "expires", 0, 0, None),
             correlation_id=headers.get("correlation-id"),
             reply_to=reply_to,
             type=headers.get("type"),
             group_id=headers.get("JMSXGroupID"),
-            group_seq=_int_header(headers, "JMSXGroupSeq", 0, -1, None),
+            group_seq=int_header(headers, "JMSXGroupSeq", 0, -1, None),
             producer_id=self._producer_text,
             connection_id=self._connection_text,
             properties=properties,
@@ -258,7 +247,7 @@ class StompConverter:
         return StompRequest(tuple(commands))
 
     def _subscribe(self, frame: Frame) -> StompRequest:
-        destination, commands = self._destination(_required(frame, "destination"))
+        destination, commands = self._destination(required(frame, "destination"))
         sub_id = frame.get("id")
         if sub_id is None:
             if self.version != "1.0":
@@ -285,17 +274,17 @@ class StompConverter:
         info = ConsumerInfo(
             consumer_id=consumer_id,
             destination=destination,
-            prefetch_size=_int_header(
+            prefetch_size=int_header(
                 frame.header_dict(), "activemq.prefetchSize", default_prefetch, 0, None
             ),
-            selector=_stomp_selector(frame.get("selector")),
-            no_local=_bool_header(frame, "activemq.noLocal"),
-            exclusive=_bool_header(frame, "activemq.exclusive"),
+            selector=stomp_selector(frame.get("selector")),
+            no_local=bool_header(frame, "activemq.noLocal"),
+            exclusive=bool_header(frame, "activemq.exclusive"),
             subscription_name=durable_name,
             browser=browser,
-            priority=_int_header(frame.header_dict(), "activemq.priority", 0, 0, 127),
-            dispatch_async=_bool_header(frame, "activemq.dispatchAsync", True),
-            maximum_pending_message_limit=_int_header(
+            priority=int_header(frame.header_dict(), "activemq.priority", 0, 0, 127),
+            dispatch_async=bool_header(frame, "activemq.dispatchAsync", True),
+            maximum_pending_message_limit=int_header(
                 frame.header_dict(), "activemq.maximumPendingMessageLimit", 0, -1, None
             ),
             auto_ack=ack_mode == "auto",
@@ -334,7 +323,7 @@ class StompConverter:
 
     def _settle(self, frame: Frame, nack: bool) -> StompRequest:
         name = "id" if self.version == "1.2" else "message-id"
-        message_id = _required(frame, name)
+        message_id = required(frame, name)
         sub = self._owner_of(message_id, frame.get("subscription"))
         verb = "NACK" if nack else "ACK"
         if sub is None or sub.ack_mode == "auto":
@@ -371,7 +360,7 @@ class StompConverter:
         return None
 
     def _begin(self, frame: Frame) -> StompRequest:
-        name = _required(frame, "transaction")
+        name = required(frame, "transaction")
         if name in self._transactions:
             raise RemoteProtocolError(f"transaction {name!r} is already open")
         self._transactions.add(name)
@@ -384,7 +373,7 @@ class StompConverter:
         return self._end(frame, TransactionType.ROLLBACK)
 
     def _end(self, frame: Frame, kind: TransactionType) -> StompRequest:
-        name = _required(frame, "transaction")
+        name = required(frame, "transaction")
         if name not in self._transactions:
             raise RemoteProtocolError(f"transaction {name!r} was not begun")
         self._transactions.discard(name)
@@ -408,68 +397,15 @@ class StompConverter:
     # -- destinations ----------------------------------------------------------------------
 
     def _destination(self, text: str) -> tuple[Destination, list[Command]]:
-        """The destination a header names, with the commands creating the temporary ones
-        it names for the first time."""
-        known = self._resolved.get(text)
-        if known is not None:
-            return known, []
-        destination, commands = self._resolve(text)
-        if not commands:
-            # Producers name the same few destinations on every SEND; a client naming
-            # endless new ones gets a fresh table now and then instead of a growing one.
-            if len(self._resolved) >= _RESOLVED_MAX:
-                self._resolved.clear()
-            self._resolved[text] = destination
+        destination, commands = self.names.destination(text)
+        if commands:
+            # A temporary destination named for the first time: the cached name of the
+            # last dispatch's destination may now read differently.
+            self._last_destination = None
         return destination, commands
 
-    def _resolve(self, text: str) -> tuple[Destination, list[Command]]:
-        commands: list[Command] = []
-        parts = [p.strip() for p in text.split(",")]
-        resolved = [self._one_destination(p, commands) for p in parts]
-        if len(resolved) == 1:
-            return resolved[0], commands
-        kind = resolved[0].type
-        if all(d.type == kind for d in resolved):
-            return Destination(kind, ",".join(d.name for d in resolved)), commands
-        return Destination(kind, ",".join(str(d) for d in resolved)), commands
-
-    def _one_destination(self, text: str, commands: list[Command]) -> Destination:
-        for prefix, kind in _PREFIXES.items():
-            if text.startswith(prefix):
-                name = text[len(prefix) :]
-                if not name:
-                    raise RemoteProtocolError(f"destination {text!r} has no name")
-                if prefix in ("/temp-queue/", "/temp-topic/"):
-                    return self._temp_destination(prefix, name, kind, commands)
-                return Destination(kind, name)
-        if not text:
-            raise RemoteProtocolError(
-                "empty destination: STOMP destinations begin with one of "
-                "/queue/ /topic/ /temp-queue/ /temp-topic/"
-            )
-        # A name with none of those: a queue of that name, as ActiveMQ's STOMP takes it.
-        return Destination(DestinationType.QUEUE, text)
-
-    def _temp_destination(
-        self, prefix: str, name: str, kind: DestinationType, commands: list[Command]
-    ) -> Destination:
-        key = prefix + name
-        destination = self._temp_names.get(key)
-        if destination is None:
-            destination = Destination(kind, f"{self.connection_id}:{len(self._temp_names) + 1}")
-            self._temp_names[key] = destination
-            self._temp_reverse[destination] = key
-            self._last_destination = None
-            commands.append(DestinationInfo(self.connection_id, destination))
-        return destination
-
     def stomp_destination(self, destination: Destination) -> str:
-        own = self._temp_reverse.get(destination)
-        if own is not None:
-            return own
-        if destination.is_composite:
-            return ",".join(self.stomp_destination(d) for d in destination.components())
-        return _STOMP_PREFIX[destination.type] + destination.name
+        return self.names.stomp_name(destination)
 
     # -- broker to client ------------------------------------------------------------------
 
@@ -577,52 +513,6 @@ _HANDLERS: Final = {
     "ABORT": StompConverter._abort,
     "DISCONNECT": StompConverter._disconnect,
 }
-
-
-def _required(frame: Frame, name: str) -> str:
-    value = frame.get(name)
-    if value is None:
-        raise RemoteProtocolError(f"{frame.command} frame needs a {name!r} header")
-    return value
-
-
-def _int_header(
-    headers: dict[str, str], name: str, default: int, low: int, high: int | None
-) -> int:
-    text = headers.get(name)
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise RemoteProtocolError(f"header {name!r} must be an integer, got {text!r}") from None
-    if value < low or (high is not None and value > high):
-        upper = f" to {high}" if high is not None else " or more"
-        raise RemoteProtocolError(f"header {name!r} must be {low}{upper}, got {value}")
-    return value
-
-
-def _stomp_selector(text: str | None) -> str | None:
-    """A SUBSCRIBE's selector as ActiveMQ's STOMP passes it on: its headers are strings, so
-    a string compared with a number is read as one (``n > 1`` matches ``n:5``)."""
-    if text is None or not text.strip():
-        return None
-    return CONVERT_STRINGS_PREFIX + text
-
-
-def _bool_header(frame: Frame, name: str, default: bool = False) -> bool:
-    text = frame.get(name)
-    return default if text is None else text.lower() == "true"
-
-
-def _parse_heartbeat(text: str) -> tuple[int, int]:
-    try:
-        cx, cy = (int(part) for part in text.split(","))
-    except ValueError:
-        raise RemoteProtocolError(f"bad heart-beat header {text!r}") from None
-    if cx < 0 or cy < 0:
-        raise RemoteProtocolError(f"bad heart-beat header {text!r}")
-    return cx, cy
 
 
 def _through(ordered: dict[str, None], last: str) -> Iterator[str]:

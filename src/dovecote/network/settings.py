@@ -1,5 +1,5 @@
 """A network connector's settings, as ActiveMQ's ``<networkConnector>`` attributes name them
-(config.py reads them from ``[[network_connectors]]`` in snake_case), and its URI.
+(dovecote.config reads them from ``[[network_connectors]]`` in snake_case), and its URI.
 
 ``static:(tcp://a:61616,tcp://b:61616)`` bridges to every broker listed, each on its own;
 ``masterslave:(tcp://m:61616,tcp://s:61616)`` to whichever of them answers first (the

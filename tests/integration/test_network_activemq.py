@@ -88,3 +88,32 @@ def test_an_activemq_network_connector_to_dovecote_forwards_to_its_consumers(
             assert quiet(on_d)
         assert browse_count(port, queue(f"{name}.nobody")) == 0
         assert browse_count(amq.openwire_port, queue(f"{name}.nobody")) == 1
+
+
+def test_an_activemq_duplex_connector_bridges_both_ways_over_one_connection(
+    tmp_path: Path,
+) -> None:
+    """ActiveMQ's duplex="true" connector to dovecote: dovecote bridges back over the same
+    connection, so messages flow to consumers on either side."""
+    name = f"net.duplex.{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    connector = (
+        f'<networkConnector name="duplex-to-dovecote" duplex="true" '
+        f'uri="static:(tcp://127.0.0.1:{port})"/>'
+    )
+    with running_broker('[broker]\nname = "D"\n', tmp_path, openwire_port=port) as d, \
+            running_activemq(network_connectors=connector) as amq:  # fmt: skip
+        wait_for(lambda: "duplex bridge back to broker" in d.log_text(), "the duplex bridge")
+        assert "started" in d.log_text().split("duplex bridge back to broker", 1)[1]
+        to_amq = [f"to-amq-{i}" for i in range(50)]
+        to_d = [f"to-d-{i}" for i in range(50)]
+        with (
+            consumer(amq.openwire_port, queue(f"{name}.east")) as on_amq,
+            consumer(port, queue(f"{name}.west")) as on_d,
+        ):
+            wait_for(lambda: f"forwarding queue://{name}.east to" in d.log_text(), "demand at D")
+            send(port, queue(f"{name}.east"), to_amq)
+            send(amq.openwire_port, queue(f"{name}.west"), to_d)
+            assert receive(on_amq, 50) == to_amq
+            assert receive(on_d, 50) == to_d
+            assert quiet(on_amq) and quiet(on_d)

@@ -48,7 +48,7 @@ from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
 from dovecote.core.message import Message
 from dovecote.network.paths import broker_path
 from dovecote.network.settings import NETWORK_CONSUMER_PRIORITY, NetworkConnectorSettings
-from dovecote.network.wire import RemoteConnection, RemoteError
+from dovecote.network.wire import Channel, RemoteError
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.converter import (
@@ -60,6 +60,7 @@ from dovecote.protocol.openwire.converter import (
 log = logging.getLogger("dovecote.network")
 
 ADVISORY_PREFIX: Final = "ActiveMQ.Advisory."
+REQUEST_TIMEOUT_S: Final = 30.0
 CONSUMER_ADVISORIES: Final = (
     "ActiveMQ.Advisory.Consumer.>,ActiveMQ.Advisory.TempQueue,ActiveMQ.Advisory.TempTopic"
 )
@@ -122,10 +123,11 @@ class Bridge:
         broker: LocalBroker,
         settings: NetworkConnectorSettings,
         local_broker_id: str,
-        remote: RemoteConnection,
+        remote: Channel,
         counts: BridgeCounts,
         local_consumers: Callable[[Destination], int],
         forget: Callable[[str], None],
+        accepted_duplex: bool = False,
     ) -> None:
         self.broker = broker
         self.settings = settings
@@ -135,6 +137,8 @@ class Bridge:
         self.local_consumers = local_consumers
         """How many consumers a destination has here that no bridge owns."""
         self.forget = forget
+        self.accepted_duplex = accepted_duplex
+        """Bridging back over a connection the remote's duplex connector opened to us."""
         """Tell the inbound audits that a message left (it may come back)."""
         self.remote_id = remote.remote_broker_id
         self.connection_id = broker.ids.next_connection_id()
@@ -164,16 +168,22 @@ class Bridge:
         local connection. Raises RemoteError or DovecoteError when either refuses."""
         s = self.settings
         name = self.broker.settings.broker_name
-        self.remote.send(Structure(t.BROKER_INFO, {
-            "brokerId": Structure(t.BROKER_ID, {"value": self.local_id}),
-            # (Not duplex yet: the remote would expect us to serve a bridge back on it.)
-            "brokerName": name, "networkConnection": True, "duplexConnection": False,
-        }))  # fmt: skip
-        await self.remote.request(Structure(t.CONNECTION_INFO, {
+        if not self.accepted_duplex:  # (our listener already said who we are)
+            self.remote.send(Structure(t.BROKER_INFO, {
+                "brokerId": Structure(t.BROKER_ID, {"value": self.local_id}),
+                # (Not duplex yet: the remote would expect us to serve a bridge back on it.)
+                "brokerName": name, "networkConnection": True, "duplexConnection": False,
+            }))  # fmt: skip
+        connection_info = Structure(t.CONNECTION_INFO, {
             "connectionId": Structure(t.CONNECTION_ID, {"value": self._remote_conn}),
             "clientId": f"{s.name}_{name}_outbound", "userName": s.user, "password": s.password,
             "brokerMasterConnector": False, "manageable": False,
-        }))  # fmt: skip
+        })  # fmt: skip
+        if self.accepted_duplex:
+            self.remote.send(connection_info)  # (the remote answers none of these)
+        else:
+            # Answered: a refused login is told here, not as the connection closing.
+            await asyncio.wait_for(self.remote.request(connection_info), REQUEST_TIMEOUT_S)
         session = Structure(t.SESSION_ID, {"connectionId": self._remote_conn, "value": 1})
         self.remote.send(Structure(t.SESSION_INFO, {"sessionId": session}))
         self.remote.send(Structure(t.PRODUCER_INFO, {"producerId": self._remote_producer}))
@@ -185,7 +195,7 @@ class Bridge:
         # One local connection per remote broker (a static: list bridges to several).
         local_client_id = f"{s.name}_{name}_inbound_{self.remote.remote_broker_name}"
         info = ConnectionInfo(self.connection_id, local_client_id, s.user, s.password)
-        peer = Peer(str(self.remote.writer.get_extra_info("peername") or ""), "network")
+        peer = Peer(self.remote.peer_address, "network")
         await self.broker.add_connection(info, self._on_local_dispatch, peer)
         await self.broker.process(self.connection_id, SessionInfo(self.session_id))
         for pattern in s.statically_included:
@@ -242,11 +252,12 @@ class Bridge:
     async def _advisory_loop(self) -> None:
         while (dispatch := await self._advisories.get()) is not None:
             message = dispatch["message"]
-            self.remote.send(Structure(t.MESSAGE_ACK, {
-                "destination": dispatch["destination"], "consumerId": self._remote_consumer,
-                "ackType": int(AckType.STANDARD), "firstMessageId": message["messageId"],
-                "lastMessageId": message["messageId"], "messageCount": 1,
-            }))  # fmt: skip
+            if not dispatch["forwarded"]:
+                self.remote.send(Structure(t.MESSAGE_ACK, {
+                    "destination": dispatch["destination"], "consumerId": self._remote_consumer,
+                    "ackType": int(AckType.STANDARD), "firstMessageId": message["messageId"],
+                    "lastMessageId": message["messageId"], "messageCount": 1,
+                }))  # fmt: skip
             data = message["dataStructure"]
             if data is None:
                 continue

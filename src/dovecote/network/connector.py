@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar, cast
 
 from dovecote.broker.connection import ConnectionState
@@ -21,8 +21,8 @@ from dovecote.core.destinations import Destination
 from dovecote.core.errors import DovecoteError
 from dovecote.network.audit import SendAudit
 from dovecote.network.bridge import Bridge, BridgeCounts, LocalBroker
-from dovecote.network.settings import NetworkConnectorSettings, RemoteAddress
-from dovecote.network.wire import RemoteConnection, RemoteError
+from dovecote.network.settings import NetworkConnectorSettings, NetworkUri, RemoteAddress
+from dovecote.network.wire import Channel, RemoteConnection, RemoteError
 from dovecote.protocol.openwire import Structure
 
 log = logging.getLogger("dovecote.network")
@@ -70,6 +70,62 @@ class NetworkConnectors(BrokerPlugin):
             audit = self._audits[remote_id] = SendAudit(remote_id, self.broker.query)
         state.send_audit = audit.duplicate
         log.info("network bridge from broker %s connected (%s)", remote_id, state.peer.address)
+
+    def accept_duplex(
+        self,
+        remote_info: Structure,
+        write: Callable[[Structure], None],
+        close_transport: Callable[[], None],
+        peer_address: str,
+    ) -> Channel:
+        """A remote duplex connector's connection to our listener: bridge back over it (the
+        transport hands the channel what the remote answers, and fails it when it closes)."""
+        holder: list[Bridge] = []
+
+        def on_command(structure: Structure) -> None:
+            if holder:
+                holder[0].on_remote_command(structure)
+
+        channel = Channel(write, close_transport, on_command, remote_info, peer_address)
+        settings = NetworkConnectorSettings(
+            f"duplex-{channel.remote_broker_name}", NetworkUri("static", ())
+        )
+        counts = BridgeCounts(address=peer_address, remote_broker=channel.remote_broker_name,
+                              remote_broker_id=channel.remote_broker_id)  # fmt: skip
+        bridge = Bridge(self.broker, settings, self.local_id, channel, counts,
+                        self.local_consumers, self.forget, accepted_duplex=True)  # fmt: skip
+        holder.append(bridge)
+        self._counts.append((settings, counts))
+        self._tasks.append(asyncio.create_task(self._duplex(bridge, settings, counts)))
+        return channel
+
+    async def _duplex(
+        self, bridge: Bridge, settings: NetworkConnectorSettings, counts: BridgeCounts
+    ) -> None:
+        try:
+            what = f"duplex bridge back to broker {counts.remote_broker}"
+            problem = await self._run(bridge, counts, what)
+            counts.state, counts.last_error = "closed", problem
+            log.info("%s ended: %s", what, problem)
+        finally:
+            # A remote's duplex connector reconnects on a new connection: a new bridge.
+            self._counts = [entry for entry in self._counts if entry[1] is not counts]
+
+    async def _run(self, bridge: Bridge, counts: BridgeCounts, what: str) -> str:
+        """Start a bridge and forward until it ends; why it ended."""
+        self._bridges.add(bridge)
+        try:
+            try:
+                await bridge.start()
+            except (RemoteError, DovecoteError) as exc:
+                await bridge.close()
+                return f"refused: {exc}"
+            counts.state = "connected"
+            counts.last_error = None
+            log.info("%s started", what)
+            return await bridge.run()
+        finally:
+            self._bridges.discard(bridge)
 
     def forget(self, message_id: str) -> None:
         """A message leaves over a bridge: it may come back one day, and is new then."""
@@ -164,19 +220,6 @@ class NetworkConnectors(BrokerPlugin):
         if remote.remote_broker_id == self.local_id:
             await remote.close("it is this broker")
             return "the remote broker is this broker (or has its name): not bridging"
-        self._bridges.add(bridge)
-        try:
-            try:
-                await bridge.start()
-            except (RemoteError, DovecoteError) as exc:
-                await bridge.close()
-                return f"refused: {exc}"
-            counts.state = "connected"
-            counts.last_error = None
-            log.info(
-                "network connector %s: bridge to broker %s at %s started",
-                settings.name, remote.remote_broker_name, address,
-            )  # fmt: skip
-            return await bridge.run()
-        finally:
-            self._bridges.discard(bridge)
+        broker = counts.remote_broker
+        what = f"network connector {settings.name}: bridge to broker {broker} at {address}"
+        return await self._run(bridge, counts, what)

@@ -1,7 +1,12 @@
-"""A bridge's OpenWire connection to a remote broker, on asyncio (the broker's loop), over
-the sans-I/O codec: the WireFormatInfo exchange, then commands one way and commands that
-wait for their Response, keep-alives as the InactivityMonitor expects, and the remote's
-dispatches handed to a callback.
+"""A bridge's OpenWire side towards a remote broker, on asyncio (the broker's loop), over the
+sans-I/O codec: commands one way and commands that wait for their Response, keep-alives as
+the InactivityMonitor expects, and what the remote sends that is not an answer handed to a
+callback.
+
+``Channel`` is that conversation over any transport; ``RemoteConnection`` is a channel on a
+socket of its own (a connector's bridge: it connects, exchanges WireFormatInfo and waits
+for the remote's BrokerInfo); a duplex bridge's channel is a connection the remote opened
+to our listener (transport/openwire.py hands it the remote's answers).
 """
 
 from __future__ import annotations
@@ -31,53 +36,49 @@ log = logging.getLogger("dovecote.network")
 MAX_INACTIVITY_MS: Final = 30_000
 INITIAL_DELAY_MS: Final = 10_000
 READ_CHUNK: Final = 256 * 1024
+ANSWERS: Final = frozenset((t.RESPONSE, t.EXCEPTION_RESPONSE, t.MESSAGE_DISPATCH))
+"""What a remote broker sends a duplex bridge on a connection it opened to us: the answers
+to the bridge's requests and the dispatches to its advisory consumer..."""
+BRIDGED_ADVISORIES: Final = ("ActiveMQ.Advisory.Consumer.", "ActiveMQ.Advisory.TempQueue",
+                             "ActiveMQ.Advisory.TempTopic")  # fmt: skip
+"""...and, from ActiveMQ, the advisories it forwards to the bridge as messages (its duplex
+bridge takes the bridge's advisory consumer for demand on its advisory topics)."""
+
+
+def is_bridged_advisory(s: Structure) -> bool:
+    """A message on a duplex connection that is meant for the bridge, not the broker."""
+    destination = s["destination"]
+    if s.type not in t.MESSAGE_TYPES or destination is None or destination.type != t.TOPIC:
+        return False
+    return str(destination["physicalName"] or "").startswith(BRIDGED_ADVISORIES)
 
 
 class RemoteError(BrokerError):
     """The remote broker refused a command, or the connection to it failed."""
 
 
-class RemoteConnection:
-    """One OpenWire connection to a broker. ``on_command`` gets what the remote sends that
-    is not an answer (dispatches, its BrokerInfo, ...); ``closed`` is set when it ends."""
+class Channel:
+    """Commands to a remote broker and their answers, over a transport given as ``write``
+    (one frame) and ``close_transport``. ``receive`` takes what the remote sent."""
 
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        self,
+        write: Callable[[Structure], None],
+        close_transport: Callable[[], None],
         on_command: Callable[[Structure], None],
-    ) -> None:  # fmt: skip
-        self.reader = reader
-        self.writer = writer
+        remote_info: Structure | None = None,
+        peer_address: str = "",
+    ) -> None:
+        self._write_frame = write
+        self._close_transport = close_transport
         self.on_command = on_command
-        self.marshaller = Marshaller()
-        self.frames = FrameReader(DEFAULT_MAX_FRAME_SIZE)
-        self.our_format = broker_wire_format(MAX_INACTIVITY_MS, INITIAL_DELAY_MS,
-                                             DEFAULT_MAX_FRAME_SIZE)  # fmt: skip
-        self.remote_info: Structure | None = None
+        self.remote_info = remote_info
+        self.peer_address = peer_address
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Structure]] = {}
-        self._negotiated = asyncio.get_running_loop().create_future()
-        self._brokered = asyncio.get_running_loop().create_future()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._last_write = self._last_read = time.monotonic()
         self.closed = asyncio.Event()
         self.error: str | None = None
-
-    @classmethod
-    async def open(
-        cls, host: str, port: int, on_command: Callable[[Structure], None], timeout: float = 10.0
-    ) -> RemoteConnection:
-        """Connect and exchange WireFormatInfo and BrokerInfo (the remote's is in
-        ``remote_info``); raises OSError or RemoteError."""
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-        connection = cls(reader, writer, on_command)
-        connection._write(connection.our_format)
-        connection._tasks.append(asyncio.create_task(connection._read_loop()))
-        try:
-            await asyncio.wait_for(asyncio.shield(connection._brokered), timeout)
-        except BaseException:
-            await connection.close()
-            raise
-        return connection
+        self._last_write = time.monotonic()
 
     @property
     def remote_broker_id(self) -> str:
@@ -98,7 +99,7 @@ class RemoteConnection:
 
     def request(self, structure: Structure) -> asyncio.Future[Structure]:
         """Send, asking for a Response; the future fails with RemoteError on an
-        ExceptionResponse or when the connection ends first."""
+        ExceptionResponse or when the channel ends first."""
         command_id = next(self._ids)
         structure.fields["commandId"] = command_id
         structure.fields["responseRequired"] = True
@@ -111,78 +112,30 @@ class RemoteConnection:
         return future
 
     async def drain(self) -> None:
-        await self.writer.drain()
+        return None
 
     async def close(self, error: str | None = None) -> None:
-        if not self.closed.is_set():
-            with contextlib.suppress(ConnectionError, RuntimeError):
-                if error is None and self._negotiated.done():
-                    self._write(Structure(t.SHUTDOWN_INFO, {"commandId": next(self._ids)}))
-        self._fail(error or "connection closed")
-        current = asyncio.current_task()
-        for task in self._tasks:
-            if task is not current:
-                task.cancel()
-        self.writer.close()
-        with contextlib.suppress(ConnectionError, OSError, asyncio.CancelledError):
-            await self.writer.wait_closed()
+        self.fail(error or "connection closed")
+        self._close_transport()
 
-    def _fail(self, error: str) -> None:
+    def fail(self, error: str) -> None:
+        """The channel is over: what waits for an answer gets ``error``."""
         if self.closed.is_set():
             return
         self.error = error
         self.closed.set()
-        for future in (self._negotiated, self._brokered):
-            if not future.done():
-                future.set_exception(RemoteError(error))
-                future.exception()  # retrieved: nobody may wait for it
         waiting, self._waiting = self._waiting, {}
         for future in waiting.values():
             if not future.done():
                 future.set_exception(RemoteError(error))
 
     def _write(self, structure: Structure) -> None:
-        self.writer.write(self.marshaller.frame(structure))
+        self._write_frame(structure)
         self._last_write = time.monotonic()
 
-    async def _read_loop(self) -> None:
-        try:
-            while True:
-                chunk = await self.reader.read(READ_CHUNK)
-                if not chunk:
-                    self._fail("the remote broker closed the connection")
-                    return
-                self._last_read = time.monotonic()
-                self.frames.receive_data(chunk)
-                while (frame := self.frames.next_frame()) is not NEED_DATA:
-                    assert isinstance(frame, bytes)
-                    self._receive(self.marshaller.parse_body(frame))
-        except asyncio.CancelledError:
-            raise
-        except (ConnectionError, OSError) as exc:
-            self._fail(f"connection lost: {exc}")
-        except Exception as exc:  # a frame we cannot read: the stream cannot be trusted
-            log.debug("bridge connection failed", exc_info=True)
-            self._fail(f"{type(exc).__name__}: {exc}")
-        finally:
-            self.writer.close()
-
-    def _receive(self, s: Structure) -> None:
+    def receive(self, s: Structure) -> None:
         kind = s.type
-        if kind == t.WIRE_FORMAT_INFO:
-            negotiated = negotiate(self.our_format, s)
-            self.marshaller.version = negotiated.version
-            self.marshaller.stack_traces = negotiated.stack_traces
-            if not self._negotiated.done():
-                self._negotiated.set_result(s)
-                if negotiated.max_inactivity_ms > 0:
-                    self._tasks.append(asyncio.create_task(
-                        self._keep_alive(negotiated.max_inactivity_ms / 1000)))  # fmt: skip
-        elif kind == t.BROKER_INFO:
-            self.remote_info = s
-            if not self._brokered.done():
-                self._brokered.set_result(s)
-        elif kind in (t.RESPONSE, t.EXCEPTION_RESPONSE):
+        if kind in (t.RESPONSE, t.EXCEPTION_RESPONSE):
             future = self._waiting.pop(s["correlationId"], None)
             if future is None or future.done():
                 return
@@ -195,15 +148,130 @@ class RemoteConnection:
         elif kind == t.KEEP_ALIVE_INFO:
             if s["responseRequired"]:
                 self._write(Structure(t.KEEP_ALIVE_INFO, {"commandId": s["commandId"]}))
-        elif kind == t.CONNECTION_ERROR:
-            exception = s["exception"]
-            text = exception.message if exception is not None else "connection error"
-            log.debug("remote broker reports: %s", text)
-            self.on_command(s)
         elif kind == t.SHUTDOWN_INFO:
-            self._fail("the remote broker is shutting down")
+            self.fail("the remote broker is shutting down")
+        elif kind in t.MESSAGE_TYPES:
+            # An advisory the remote forwards to us as a message: answer it, then take it as
+            # a dispatch to the advisory consumer (nothing to acknowledge).
+            if s["responseRequired"]:
+                self._write(Structure(t.RESPONSE, {"commandId": 0,
+                                                   "correlationId": s["commandId"]}))  # fmt: skip
+            self.on_command(Structure(t.MESSAGE_DISPATCH, {
+                "destination": s["destination"], "message": s, "forwarded": True}))  # fmt: skip
         else:
+            if kind == t.CONNECTION_ERROR:
+                exception = s["exception"]
+                log.debug("remote broker reports: %s", exception.message if exception else "")
             self.on_command(s)
+
+
+class RemoteConnection(Channel):
+    """A channel on a connection of its own to a broker."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        on_command: Callable[[Structure], None],
+    ) -> None:  # fmt: skip
+        self.reader = reader
+        self.writer = writer
+        self.marshaller = Marshaller()
+        peer = writer.get_extra_info("peername")
+        super().__init__(self._frame_out, writer.close, on_command,
+                         peer_address=f"{peer[0]}:{peer[1]}" if peer else "")  # fmt: skip
+        self.frames = FrameReader(DEFAULT_MAX_FRAME_SIZE)
+        self.our_format = broker_wire_format(MAX_INACTIVITY_MS, INITIAL_DELAY_MS,
+                                             DEFAULT_MAX_FRAME_SIZE)  # fmt: skip
+        loop = asyncio.get_running_loop()
+        self._negotiated: asyncio.Future[Structure] = loop.create_future()
+        self._brokered: asyncio.Future[Structure] = loop.create_future()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._last_read = time.monotonic()
+
+    @classmethod
+    async def open(
+        cls, host: str, port: int, on_command: Callable[[Structure], None], timeout: float = 10.0
+    ) -> RemoteConnection:
+        """Connect and exchange WireFormatInfo and BrokerInfo (the remote's is in
+        ``remote_info``); raises OSError or RemoteError."""
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        connection = cls(reader, writer, on_command)
+        connection._write(connection.our_format)
+        connection._tasks.append(asyncio.create_task(connection._read_loop()))
+        try:
+            await asyncio.wait_for(asyncio.shield(connection._brokered), timeout)
+        except BaseException:
+            await connection.close()
+            raise
+        return connection
+
+    def _frame_out(self, structure: Structure) -> None:
+        self.writer.write(self.marshaller.frame(structure))
+
+    async def drain(self) -> None:
+        await self.writer.drain()
+
+    async def close(self, error: str | None = None) -> None:
+        if not self.closed.is_set():
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                if error is None and self._negotiated.done():
+                    self._write(Structure(t.SHUTDOWN_INFO, {"commandId": next(self._ids)}))
+        self.fail(error or "connection closed")
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+        self.writer.close()
+        with contextlib.suppress(ConnectionError, OSError, asyncio.CancelledError):
+            await self.writer.wait_closed()
+
+    def fail(self, error: str) -> None:
+        if self.closed.is_set():
+            return
+        for future in (self._negotiated, self._brokered):
+            if not future.done():
+                future.set_exception(RemoteError(error))
+                future.exception()  # retrieved: nobody may wait for it
+        super().fail(error)
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                chunk = await self.reader.read(READ_CHUNK)
+                if not chunk:
+                    self.fail("the remote broker closed the connection")
+                    return
+                self._last_read = time.monotonic()
+                self.frames.receive_data(chunk)
+                while (frame := self.frames.next_frame()) is not NEED_DATA:
+                    assert isinstance(frame, bytes)
+                    self._receive_own(self.marshaller.parse_body(frame))
+        except asyncio.CancelledError:
+            raise
+        except (ConnectionError, OSError) as exc:
+            self.fail(f"connection lost: {exc}")
+        except Exception as exc:  # a frame we cannot read: the stream cannot be trusted
+            log.debug("bridge connection failed", exc_info=True)
+            self.fail(f"{type(exc).__name__}: {exc}")
+        finally:
+            self.writer.close()
+
+    def _receive_own(self, s: Structure) -> None:
+        """What only a connection of our own gets: the handshake."""
+        if s.type == t.WIRE_FORMAT_INFO:
+            negotiated = negotiate(self.our_format, s)
+            self.marshaller.version = negotiated.version
+            self.marshaller.stack_traces = negotiated.stack_traces
+            if not self._negotiated.done():
+                self._negotiated.set_result(s)
+                if negotiated.max_inactivity_ms > 0:
+                    self._tasks.append(asyncio.create_task(
+                        self._keep_alive(negotiated.max_inactivity_ms / 1000)))  # fmt: skip
+        elif s.type == t.BROKER_INFO:
+            self.remote_info = s
+            if not self._brokered.done():
+                self._brokered.set_result(s)
+        else:
+            self.receive(s)
 
     async def _keep_alive(self, interval: float) -> None:
         """Write a KeepAliveInfo after a third of the interval of silence; give up on a
@@ -213,7 +281,7 @@ class RemoteConnection:
             await asyncio.sleep(every)
             now = time.monotonic()
             if now - self._last_read > interval + INITIAL_DELAY_MS / 1000:
-                self._fail(f"the remote broker was silent for {now - self._last_read:.0f} s")
+                self.fail(f"the remote broker was silent for {now - self._last_read:.0f} s")
                 self.writer.close()
                 return
             if now - self._last_write >= every * 0.9:

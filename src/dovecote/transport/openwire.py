@@ -37,6 +37,8 @@ from dovecote.core.errors import (
     peer_error,
 )
 from dovecote.core.ids import ConnectionId
+from dovecote.network.connector import NetworkConnectors
+from dovecote.network.wire import ANSWERS, Channel, is_bridged_advisory
 from dovecote.protocol.openwire import (
     NEED_DATA,
     FrameReader,
@@ -50,8 +52,10 @@ from dovecote.protocol.openwire.bigendian import i32
 from dovecote.protocol.openwire.converter import OpenWireConverter, OpenWireRequest
 from dovecote.protocol.openwire.dispatch_frames import DispatchFrames
 from dovecote.protocol.openwire.schema import (
+    BROKER_INFO,
     COMMANDS,
     KEEP_ALIVE_INFO,
+    MESSAGE_TYPES,
     WIRE_FORMAT_INFO,
     type_name,
 )
@@ -130,6 +134,9 @@ class OpenWireConnection:
         self._acks: list[MessageAck] = []
         self.budget = ConnectionBudget()
         self._handshake_timer: asyncio.TimerHandle | None = None
+        self.duplex: Channel | None = None
+        """The bridge back to a remote whose duplex connector opened this connection."""
+        self._bridge_frames = _BRIDGE_FRAMES
 
     async def run(self) -> None:
         self._write(self.our_format)
@@ -161,6 +168,8 @@ class OpenWireConnection:
         with contextlib.suppress(ConnectionError):
             await self._route_batch()
             await self._settle_acks()
+        if self.duplex is not None:
+            self.duplex.fail("the connection closed")
         if self._registered is not None:
             await self.broker.remove_connection(self._registered)
         self.out.close()
@@ -210,7 +219,11 @@ class OpenWireConnection:
                     plain = self._plain(frame) if self._negotiated else None
                     if plain is None:
                         structure = self.marshaller.parse_body(frame)
-                        if structure.type in _NOT_COMMANDS or not self._negotiated:
+                        if (
+                            structure.type in _NOT_COMMANDS
+                            or not self._negotiated
+                            or structure.type in self._bridge_frames
+                        ):
                             stage = _HANDSHAKE
                             if not await self._handle(structure):
                                 return
@@ -310,7 +323,26 @@ class OpenWireConnection:
             raise ProtocolError("the first OpenWire frame must be a WireFormatInfo")
         if structure.type == KEEP_ALIVE_INFO and not structure["responseRequired"]:
             return True
+        if structure.type in self._bridge_frames:
+            return await self._bridge_frame(structure)
         return await self._handle_request(self.converter.on_structure(structure))
+
+    async def _bridge_frame(self, structure: Structure) -> bool:
+        """A network bridge's BrokerInfo (a duplex one: we bridge back over this
+        connection, network/connector.py), or the remote's answer to that bridge."""
+        if self.duplex is not None and structure.type != BROKER_INFO:
+            if structure.type in ANSWERS or is_bridged_advisory(structure):
+                self.duplex.receive(structure)
+                return True
+            return await self._handle_request(self.converter.on_structure(structure))
+        handled = await self._handle_request(self.converter.on_structure(structure))
+        network = self.broker.plugins.find(NetworkConnectors)
+        if structure["duplexConnection"] and network is not None and self.duplex is None:
+            self.duplex = network.accept_duplex(
+                structure, self._write, self.stream.close, peer_address(self.stream)
+            )
+            self._bridge_frames = _BRIDGE_FRAMES | ANSWERS | MESSAGE_TYPES
+        return handled
 
     async def _handle_request(self, request: OpenWireRequest) -> bool:
         """Run a client command's request (the read loop takes plain acks and sends
@@ -413,6 +445,7 @@ class OpenWireConnection:
 
 
 _NOT_COMMANDS: Final = frozenset((WIRE_FORMAT_INFO, KEEP_ALIVE_INFO))
+_BRIDGE_FRAMES: Final = frozenset((BROKER_INFO,))
 """Read by the transport itself, not the converter."""
 
 # Where in a frame's handling an error came from: it decides the answer.

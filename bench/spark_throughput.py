@@ -1,12 +1,19 @@
-"""Read and write throughput of the Spark data source against one dovecote broker, with 1 and
-2 partitions, on local[2] (issue 6). A benchmark, not a test:
+"""The Spark data source against Spark's own Parquet source and sink, on the same rows, in
+one run on local[2] (issue 32). A benchmark, not a test:
 
-    .venv/bin/python bench/spark_throughput.py [messages]
+    .venv/bin/python bench/spark_throughput.py [messages]      # default 100,000
 
-Read: N persistent 1 KiB messages wait on a queue; a streaming query (availableNow trigger,
-maxMessagesPerBatch N/4) reads them into a noop sink; timed from start to the query's end,
-including Spark's batch planning and the broker commits. Write: a DataFrame of N 1 KiB rows
-written with format("dovecote") (one transaction per partition), timed around save().
+Write: a DataFrame of N rows of 1 KiB text (cached), written with format("dovecote") as
+persistent messages (one broker transaction per partition), against df.write.parquet; on 1
+and 2 partitions, timed around save(). The queues written are then the backlogs read.
+
+Read: the backlog of N persistent 1 KiB messages, streamed with trigger(availableNow=True)
+and maxMessagesPerBatch N/4 into a noop sink, timed from start to the query's end (batch
+planning and broker commits included), against a Parquet stream of the same rows in the
+source's schema (N/4 rows per batch: maxFilesPerTrigger over files of N/4 or N/8 rows).
+
+The ratio (dovecote / Parquet rows per second) is what to compare across machines: absolute
+figures depend on the machine and on what else runs on it.
 """
 
 from __future__ import annotations
@@ -15,72 +22,103 @@ import os
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 
 from brokers import running_broker  # noqa: E402
-from dovecote.client import ConnectionFactory, Message  # noqa: E402
-from dovecote.client.streams import StreamClient  # noqa: E402
-from dovecote.core.destinations import queue  # noqa: E402
 from dovecote.spark import register  # noqa: E402
+from dovecote.spark.source import SCHEMA  # noqa: E402
+
+# 1 KiB of hex per row, different in every row (Parquet cannot make it a dictionary).
+TEXT = "substring(concat_ws('', transform(sequence(1, 32), i -> sha2(concat(id, '-', i), 256))), 1, 1024)"  # noqa: E501
 
 
-def fill(url: str, name: str, count: int) -> None:
-    body = "x" * 1024
-    with ConnectionFactory(url + "?jms.useAsyncSend=true").create_connection() as connection:
-        producer = connection.create_session().create_producer(queue(name))
-        for _ in range(count):
-            producer.send(Message(body))
-    with StreamClient(url, queue(name)) as stream:  # every send has arrived
-        while stream.plan(after=0).count < count:
-            time.sleep(0.05)
+def timed(action: Any) -> float:
+    started = time.monotonic()
+    action()
+    return time.monotonic() - started
+
+
+def stream_rows(reader: Any, checkpoint: str) -> tuple[int, float]:
+    """Run a stream into the noop sink with availableNow; (rows, seconds)."""
+    started = time.monotonic()
+    query = (
+        reader.writeStream.format("noop").option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    query.awaitTermination()
+    elapsed = time.monotonic() - started
+    if query.exception() is not None:
+        raise SystemExit(f"query failed: {query.exception()}")
+    return sum(p["numInputRows"] for p in query.recentProgress), elapsed
+
+
+def source_rows(spark: SparkSession, count: int) -> DataFrame:
+    """Rows in the source's schema, as the dovecote source gives the written messages."""
+    return spark.range(count).selectExpr(
+        "concat('ID:bench-', id) as message_id", "'queue://bench' as destination",
+        "current_timestamp() as timestamp", "cast(null as timestamp) as expiration",
+        "4 as priority", "false as redelivered", "cast(null as string) as correlation_id",
+        "cast(null as string) as type", "cast(null as string) as reply_to",
+        "cast(map() as map<string,string>) as properties",
+        f"cast({TEXT} as binary) as body", f"{TEXT} as text", "id as sequence",
+    )  # fmt: skip
 
 
 def main() -> None:
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     spark = (
         SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2").getOrCreate()
     )  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
-    results = []
+    results: list[tuple[str, int, int, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp, running_broker(workdir=Path(tmp)) as broker:
         url = f"tcp://127.0.0.1:{broker.openwire_port}"
+        texts = spark.range(count).selectExpr(f"{TEXT} as text")
         for partitions in (1, 2):
-            name = f"bench.read.{partitions}"
-            fill(url, name, count)
-            started = time.monotonic()
-            query = (
-                spark.readStream.format("dovecote").option("url", url)
-                .option("destination", name).option("numPartitions", str(partitions))
-                .option("maxMessagesPerBatch", str(count // 4)).load()
-                .writeStream.format("noop")
-                .option("checkpointLocation", f"{tmp}/checkpoint-{partitions}")
-                .trigger(availableNow=True).start()
-            )  # fmt: skip
-            query.awaitTermination()
-            elapsed = time.monotonic() - started
-            rows = sum(p["numInputRows"] for p in query.recentProgress)
-            results.append(("read", partitions, rows, elapsed))
-        rows_df = spark.range(count).selectExpr("repeat('x', 1024) as text")
-        for partitions in (1, 2):
-            df = rows_df.repartition(partitions).cache()
+            # Written, then read: one backlog on the broker at a time.
+            df = texts.repartition(partitions).cache()
             df.count()
-            started = time.monotonic()
-            df.write.format("dovecote").mode("append").option("url", url).option(
-                "destination", f"bench.write.{partitions}").save()  # fmt: skip
-            results.append(("write", partitions, count, time.monotonic() - started))
+            writer = df.write.format("dovecote").mode("append").option("url", url)
+            ours = timed(writer.option("destination", f"bench.{partitions}").save)
+            theirs = timed(partial(df.write.parquet, f"{tmp}/written-{partitions}"))
+            results.append(("batch write", partitions, count, ours, theirs))
+            df.unpersist()
+            parquet = f"{tmp}/rows-{partitions}"
+            files = 4 * partitions  # N/4 rows per batch, in `partitions` files
+            source_rows(spark, count).repartition(files, "sequence").sortWithinPartitions(
+                "sequence").write.parquet(parquet)  # fmt: skip
+            theirs_reader = (
+                spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", partitions)
+                .parquet(parquet)
+            )  # fmt: skip
+            rows, theirs = stream_rows(theirs_reader, f"{tmp}/parquet-checkpoint-{partitions}")
+            assert rows == count, f"the Parquet stream read {rows} rows"
+            ours_reader = (
+                spark.readStream.format("dovecote").option("url", url)
+                .option("destination", f"bench.{partitions}")
+                .option("numPartitions", str(partitions))
+                .option("maxMessagesPerBatch", str(count // 4)).load()
+            )  # fmt: skip
+            rows, ours = stream_rows(ours_reader, f"{tmp}/checkpoint-{partitions}")
+            assert rows == count, f"the dovecote stream read {rows} rows"
+            results.append(("streaming read", partitions, count, ours, theirs))
     spark.stop()
-    print("| direction | partitions | messages | seconds | msg/s |")
-    print("|---|---:|---:|---:|---:|")
-    for direction, partitions, rows, elapsed in results:
-        print(f"| {direction} | {partitions} | {rows:,} | {elapsed:.1f} | {rows / elapsed:,.0f} |")
+    print("| | partitions | rows | dovecote rows/s | Parquet rows/s | dovecote / Parquet |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for what, partitions, rows, ours, theirs in sorted(results):
+        print(f"| {what} | {partitions} | {rows:,} | {rows / ours:,.0f} | {rows / theirs:,.0f} "
+              f"| {theirs / ours:.0%} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -17,6 +17,10 @@ OpenWire client can make them; nothing is stored or routed for the request itsel
   ``dovecoteExpiration``, ``dovecotePersistent`` where they apply), then an empty
   message with ``dovecoteEnd = true``. Nothing is consumed: reading a range twice (a retried
   task) gives the same messages.
+- ``Blocks``: the same messages as ``Range``, many to a reply: each reply a bytes message
+  whose body is a stream block (dovecote.core.stream_blocks: columnar, about ``blockBytes``
+  of body each, default 4 MiB) with the property ``dovecoteCount``, then the end marker.
+  Readers that turn ranges into columns (the Spark source) use it.
 - ``Commit``: remove every message with ``sequence <= upTo``, durably, then reply
   ``{"removed": n}``. Spark calls it when a batch is committed; a later commit covers an
   earlier one that was lost with a crashed driver.
@@ -33,14 +37,17 @@ The requests are answered by ``StreamPlugin``, a broker plugin (on unless ``[bro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import ClassVar
 
 from dovecote.broker.connection import ConnectionState
 from dovecote.broker.replies import AnsweringPlugin
 from dovecote.core.destinations import Destination, queue, topic
 from dovecote.core.errors import BrokerError
-from dovecote.core.message import Message, PropertyValue
+from dovecote.core.message import BodyType, Message, PropertyValue
+from dovecote.core.stream_blocks import DEFAULT_BLOCK_BYTES, cut_blocks, encode_block
+from dovecote.protocol.openwire.converter import BROKER_PATH_PROPERTY
 
 STREAM_PREFIX = "dovecote.Stream."
 SEQUENCE_PROPERTY = "dovecoteSequence"
@@ -48,6 +55,12 @@ DESTINATION_PROPERTY = "dovecoteDestination"
 END_PROPERTY = "dovecoteEnd"
 EXPIRATION_PROPERTY = "dovecoteExpiration"
 PERSISTENT_PROPERTY = "dovecotePersistent"
+COUNT_PROPERTY = "dovecoteCount"
+# Not a user's property in a block, as a copy's reader does not see them as its own.
+HIDDEN_IN_BLOCKS = frozenset(
+    (SEQUENCE_PROPERTY, DESTINATION_PROPERTY, EXPIRATION_PROPERTY, PERSISTENT_PROPERTY,
+     BROKER_PATH_PROPERTY)
+)  # fmt: skip
 
 
 def _int(properties: Mapping[str, PropertyValue], name: str, default: int | None = None) -> int:
@@ -132,10 +145,14 @@ class StreamPlugin(AnsweringPlugin):
                     return [self._map_reply(request, await self._offsets(request, target))]
                 case "Range":
                     return [*await self._range(request, target), self._end_marker(request)]
+                case "Blocks":
+                    return [*await self._blocks(request, target), self._end_marker(request)]
                 case "Commit":
                     return [self._map_reply(request, await self._commit(request, target))]
                 case _:
-                    raise BrokerError(f"unknown stream request {verb!r}: Offsets, Range or Commit")
+                    raise BrokerError(
+                        f"unknown stream request {verb!r}: Offsets, Range, Blocks or Commit"
+                    )
         except BrokerError as exc:
             return [self._map_reply(request, {"error": str(exc)})]
 
@@ -153,12 +170,24 @@ class StreamPlugin(AnsweringPlugin):
         bounds = _bounds(after, sequences, splits)
         return {"end": bounds[-1], "count": len(sequences), "bounds": ",".join(map(str, bounds))}
 
-    async def _range(self, request: Message, target: Destination) -> list[Message]:
+    async def _held(self, request: Message, target: Destination) -> list[Message]:
+        """What a ``Range`` or ``Blocks`` request asks for, in sequence order."""
         after, up_to = _int(request.properties, "after"), _int(request.properties, "upTo")
         subscription = _subscription(request, target)
+        return await self.broker.contents.messages(target, subscription, after, up_to)
+
+    async def _range(self, request: Message, target: Destination) -> list[Message]:
         assert request.reply_to is not None
-        held = await self.broker.contents.messages(target, subscription, after, up_to)
-        return [_copy(m, request.reply_to) for m in held]
+        return [_copy(m, request.reply_to) for m in await self._held(request, target)]
+
+    async def _blocks(self, request: Message, target: Destination) -> list[Message]:
+        block_bytes = max(1, _int(request.properties, "blockBytes", DEFAULT_BLOCK_BYTES))
+        held = await self._held(request, target)
+        return [self._block(request, run) for run in cut_blocks(held, block_bytes)]
+
+    def _block(self, request: Message, run: Sequence[Message]) -> Message:
+        body = encode_block(run, HIDDEN_IN_BLOCKS)
+        return self.replies.reply(request, body, BodyType.BYTES, {COUNT_PROPERTY: len(run)})
 
     async def _commit(self, request: Message, target: Destination) -> dict[str, PropertyValue]:
         up_to = _int(request.properties, "upTo")
@@ -172,4 +201,7 @@ class StreamPlugin(AnsweringPlugin):
         return self.replies.map_reply(request, dict(body), properties=body)
 
     def _end_marker(self, request: Message) -> Message:
-        return self.replies.reply(request, properties={END_PROPERTY: True})
+        # The lowest priority: copies keep theirs, and the reply queue hands out higher
+        # priorities first; a marker of priority 4 overtook copies of priority 0-3.
+        marker = self.replies.reply(request, properties={END_PROPERTY: True})
+        return replace(marker, priority=0)

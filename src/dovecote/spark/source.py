@@ -18,26 +18,39 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
-    DataSourceStreamWriter,
-    DataSourceWriter,
     InputPartition,
     WriterCommitMessage,
 )
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import Row, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from dovecote.client import ConnectionFactory, Message
 from dovecote.client.streams import (
@@ -48,12 +61,26 @@ from dovecote.client.streams import (
     StreamClient,
 )
 from dovecote.core.destinations import Destination, parse_destination
+from dovecote.spark.blocks import record_batch
 
-SCHEMA = (
-    "message_id string, destination string, timestamp timestamp, expiration timestamp, "
-    "priority int, redelivered boolean, correlation_id string, type string, reply_to string, "
-    "properties map<string,string>, body binary, text string, sequence long"
+SCHEMA = StructType(
+    [
+        StructField("message_id", StringType()),
+        StructField("destination", StringType()),
+        StructField("timestamp", TimestampType()),
+        StructField("expiration", TimestampType()),
+        StructField("priority", IntegerType()),
+        StructField("redelivered", BooleanType()),
+        StructField("correlation_id", StringType()),
+        StructField("type", StringType()),
+        StructField("reply_to", StringType()),
+        StructField("properties", MapType(StringType(), StringType())),
+        StructField("body", BinaryType()),
+        StructField("text", StringType()),
+        StructField("sequence", LongType()),
+    ]
 )
+"""What a read gives, a row per message (a DDL string would need Spark's JVM to parse)."""
 DEFAULT_URL = "tcp://127.0.0.1:61616"
 DEFAULT_MAX_PER_BATCH = 10_000
 
@@ -100,9 +127,10 @@ class SequenceRange(InputPartition):
 
 
 class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.url = options.get("url", DEFAULT_URL)
         self.destination = _destination(options)
+        self.schema = schema
         self.client_id = options.get("clientId")
         self.subscription = options.get("subscriptionName")
         if self.destination.is_topic and not (self.client_id and self.subscription):
@@ -111,13 +139,16 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.num_partitions = max(1, int(options.get("numPartitions", 1)))
         self._client: StreamClient | None = None
         self._committed = 0
+        self._removal: Future[int] | None = None
+        """The last Commit, sent from a thread of its own (see commit)."""
+        self._remover: ThreadPoolExecutor | None = None
         self._target: int | None = None
         """trigger(availableNow=True): the last sequence number there was at the start."""
 
     def __getstate__(self) -> dict[str, Any]:
         # The driver's connection stays on the driver; executors open their own.
         state = dict(self.__dict__)
-        state["_client"] = None
+        state.update(_client=None, _removal=None, _remover=None)
         return state
 
     def _stream(self) -> StreamClient:
@@ -145,6 +176,10 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.commit(start)
         most = limit.max_rows if isinstance(limit, ReadMaxRows) else 0
         plan = self._stream().plan(after=start["sequence"], max_messages=most, up_to=self._target)
+        if plan.end == start["sequence"]:
+            # Nothing new: the query may end here (availableNow does), and Spark does not wait
+            # for stop(); the last batch's removal is done before this answer.
+            self._wait_for_removal()
         return {"sequence": plan.end}
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -158,21 +193,46 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         plan = self._stream().plan(after=after, up_to=up_to, splits=self.num_partitions)
         return [SequenceRange(lo, hi) for lo, hi in pairwise(plan.bounds) if hi > lo]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # The range in a few columnar blocks, each one record batch (no object per message).
         assert isinstance(partition, SequenceRange)
         with self._new_client() as stream:
-            for message in stream.read(partition.after, partition.up_to):
-                yield to_row(message, self.destination)
+            blocks = stream.read_blocks(partition.after, partition.up_to)
+        schema = to_arrow_schema(self.schema, timezone="UTC")
+        for block in blocks:
+            yield record_batch(block, schema)
 
     def commit(self, end: dict[str, int]) -> None:
+        # Removing a batch (a durable write on the broker) need not hold up planning the next
+        # one, which starts after it anyway: it runs in a thread with its own connection, one
+        # at a time. A failure shows at the next commit or at stop; a later Commit covers a
+        # lost one.
         if end["sequence"] > self._committed:
-            self._stream().commit(end["sequence"])
+            self._wait_for_removal()
+            if self._remover is None:
+                self._remover = ThreadPoolExecutor(1, thread_name_prefix="dovecote-commit")
+            self._removal = self._remover.submit(self._remove_through, end["sequence"])
             self._committed = end["sequence"]
 
+    def _remove_through(self, up_to: int) -> int:
+        with self._new_client() as stream:
+            return stream.commit(up_to)
+
+    def _wait_for_removal(self) -> None:
+        removal, self._removal = self._removal, None
+        if removal is not None:
+            removal.result()
+
     def stop(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        try:
+            self._wait_for_removal()  # a finished query leaves nothing it committed
+        finally:
+            if self._remover is not None:
+                self._remover.shutdown()
+                self._remover = None
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
 
 class BrowseReader(DataSourceReader):
@@ -210,33 +270,45 @@ class TransactionalWriter:
         names = options.get("propertyColumns", "")
         self.property_columns = [c.strip() for c in names.split(",") if c.strip()]
 
-    def _message(self, row: Row) -> Message:
-        fields = row.asDict()
-        if fields.get("text") is not None:
-            body: str | bytes = str(fields["text"])
-        elif fields.get("body") is not None:
-            body = bytes(fields["body"])
-        elif fields.get("value") is not None:
-            value = fields["value"]
-            body = bytes(value) if isinstance(value, bytes | bytearray) else str(value)
-        else:
-            raise ValueError("a row to send needs a text, body or value column")
-        properties = {c: fields[c] for c in self.property_columns if fields.get(c) is not None}
-        return Message(body, properties=properties, correlation_id=fields.get("correlation_id"),
-                       type=fields.get("type"))  # fmt: skip
+    def _messages(self, batch: pa.RecordBatch) -> Iterator[Message]:
+        """A batch's rows as messages, a column at a time: the body from ``text``, else
+        ``body``, else ``value`` (the first that is not null in the row)."""
+        names = set(batch.schema.names)
 
-    def write(self, iterator: Iterator[Row]) -> SentMessages:
+        def column(name: str) -> list[Any]:
+            return batch.column(name).to_pylist() if name in names else [None] * batch.num_rows
+
+        texts, bodies, values = column("text"), column("body"), column("value")
+        correlation_ids, types = column("correlation_id"), column("type")
+        properties = {c: column(c) for c in self.property_columns}
+        for i in range(batch.num_rows):
+            body: str | bytes
+            if texts[i] is not None:
+                body = str(texts[i])
+            elif bodies[i] is not None:
+                body = bytes(bodies[i])
+            elif values[i] is not None:
+                value = values[i]
+                body = bytes(value) if isinstance(value, bytes | bytearray) else str(value)
+            else:
+                raise ValueError("a row to send needs a text, body or value column")
+            props = {c: v[i] for c, v in properties.items() if v[i] is not None}
+            yield Message(body, properties=props, correlation_id=correlation_ids[i],
+                          type=types[i])  # fmt: skip
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SentMessages:
         with ConnectionFactory(self.url).create_connection() as connection:
             session = connection.create_session(transacted=True)
             producer = session.create_producer(self.destination)
             sent = 0
             try:
-                for row in iterator:
-                    producer.send(
-                        self._message(row), persistent=self.persistent,
-                        priority=self.priority, time_to_live=self.time_to_live,
-                    )  # fmt: skip
-                    sent += 1
+                for batch in iterator:
+                    for message in self._messages(batch):
+                        producer.send(
+                            message, persistent=self.persistent,
+                            priority=self.priority, time_to_live=self.time_to_live,
+                        )  # fmt: skip
+                        sent += 1
                 session.commit()
             except BaseException:
                 session.rollback()
@@ -244,11 +316,11 @@ class TransactionalWriter:
             return SentMessages(sent)
 
 
-class BatchWriter(TransactionalWriter, DataSourceWriter):
+class BatchWriter(TransactionalWriter, DataSourceArrowWriter):
     pass
 
 
-class StreamWriter(TransactionalWriter, DataSourceStreamWriter):
+class StreamWriter(TransactionalWriter, DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Every partition committed its own transaction already."""
 
@@ -263,11 +335,11 @@ class DovecoteDataSource(DataSource):
     def name(cls) -> str:
         return "dovecote"
 
-    def schema(self) -> str:
+    def schema(self) -> StructType:
         return SCHEMA
 
     def streamReader(self, schema: StructType) -> DovecoteStreamReader:
-        return DovecoteStreamReader(self.options)
+        return DovecoteStreamReader(self.options, schema)
 
     def reader(self, schema: StructType) -> BrowseReader:
         return BrowseReader(self.options)

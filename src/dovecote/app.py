@@ -64,12 +64,30 @@ def make_store(config: Config) -> PersistenceAdapter:
             disk_syncs=store.enable_journal_disk_syncs,
             checkpoint_interval_ms=store.checkpoint_interval_ms,
         )
+    if store.kind == "leveldb":
+        return _leveldb_store(config)
     return JournalPersistenceAdapter(
         config.broker.data_dir / "journal",
         max_file_length=store.journal_max_file_length,
         disk_syncs=store.enable_journal_disk_syncs,
         compact_live_limit=store.compact_live_limit,
         check_files=store.check_for_corrupt_journal_files,
+    )
+
+
+def _leveldb_store(config: Config) -> PersistenceAdapter:
+    # Imported here: plyvel is an optional extra the other stores do not need.
+    try:
+        from dovecote.store.leveldb import LevelDBPersistenceAdapter
+    except ImportError as exc:
+        if exc.name != "plyvel":
+            raise
+        raise ConfigError(
+            'store.kind = "leveldb" needs plyvel, which is not installed: '
+            'pip install "dovecote[leveldb]"'
+        ) from None
+    return LevelDBPersistenceAdapter(
+        config.broker.data_dir / "leveldb", disk_syncs=config.store.enable_journal_disk_syncs
     )
 
 

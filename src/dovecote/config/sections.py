@@ -34,9 +34,10 @@ class BrokerSection(Section, frozen=True):
 
 
 class StoreSection(Section, frozen=True):
-    kind: Literal["journal", "sql", "journaled-sql", "memory"] = "journal"
+    kind: Literal["journal", "sql", "journaled-sql", "leveldb", "memory"] = "journal"
     """The persistence adapter: the journal (KahaDB's design, under data_dir/journal), sql
-    (ActiveMQ's JDBC design), journaled-sql (a journal in front of sql), or memory."""
+    (ActiveMQ's JDBC design), journaled-sql (a journal in front of sql), leveldb (an LSM
+    tree under data_dir/leveldb; needs the leveldb extra, plyvel), or memory."""
     journal_max_file_length: Annotated[int, Meta(gt=4096)] = 32 * 1024 * 1024
     """Data files roll over at this size (journalMaxFileLength)."""
     enable_journal_disk_syncs: bool = True

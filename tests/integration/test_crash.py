@@ -1,4 +1,4 @@
-"""Durability under kill -9 (SPEC M7): a broker on the journal store takes concurrent
+"""Durability under kill -9 (SPEC M7): a broker on each store kind takes concurrent
 persistent STOMP sends with receipts while consumers ack, and is killed with SIGKILL at
 random moments and restarted, again and again. Afterwards every message whose receipt
 arrived has been delivered, no message whose ack was confirmed comes back, and the durable
@@ -114,10 +114,10 @@ def pg_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["journal", "sqlite", "postgresql", "journaled-sql"])
+@pytest.fixture(params=["journal", "sqlite", "postgresql", "journaled-sql", "leveldb"])
 def store_config(request: pytest.FixtureRequest) -> str:
-    if request.param == "journal":
-        return '[store]\nkind = "journal"\n'
+    if request.param in ("journal", "leveldb"):
+        return f'[store]\nkind = "{request.param}"\n'
     # A short lease: a broker restarted after kill -9 waits out its predecessor's lease.
     lease = "lock_lease_ms = 600\n"
     if request.param == "sqlite":

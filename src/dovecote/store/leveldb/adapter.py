@@ -13,9 +13,9 @@ import asyncio
 import logging
 import shutil
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import plyvel
 
@@ -61,6 +61,7 @@ from dovecote.store.leveldb.layout import (
 )
 
 log = logging.getLogger("dovecote.store.leveldb")
+R = TypeVar("R")
 
 LOCK_POLL_S: Final = 0.5
 PROBE_KEY: Final = b"mprobe"
@@ -241,15 +242,23 @@ class LevelDBPersistenceAdapter:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _reader(self) -> Any:
+    def _reading(self, read: Callable[..., R], *args: Any) -> R:
+        """``read(db, *args)``; LevelDB's failures (a damaged block, whose checksum reads
+        verify; an I/O error) as a StoreFailedError naming them: the paging broker then
+        leaves the queue's stored messages waiting, as for the journal."""
         if self._db is None:
             raise StoreFailedError("the store cannot be read: its database is closed")
-        return self._db
+        try:
+            return read(self._db, *args)
+        except plyvel.Error as exc:
+            raise StoreFailedError(f"the store could not read: {_reason(exc)}") from None
 
     def recover(self) -> RecoveredState:
-        db = self._reader()
+        return self._reading(self._recover)
+
+    def _recover(self, db: Any) -> RecoveredState:
         state = RecoveredState()
-        for key, value in db.iterator(prefix=QUEUE):
+        for key, value in db.iterator(prefix=QUEUE, verify_checksums=True):
             destination = parse_destination(bytes(key[1 : -POSITION.size - 1]).decode())
             state.queues.setdefault(destination, []).append(stored_message(value))
         state.subscriptions = self._recover_subscriptions(db)
@@ -257,7 +266,7 @@ class LevelDBPersistenceAdapter:
 
     def _recover_subscriptions(self, db: Any) -> list[RecoveredSubscription]:
         recovered = []
-        for key, value in db.iterator(prefix=SUBSCRIPTION):
+        for key, value in db.iterator(prefix=SUBSCRIPTION, verify_checksums=True):
             client_id, name = bytes(key[1:]).decode().split("\0", 1)
             destination, selector, no_local = unpack(value)
             sub = DurableSubscription(
@@ -265,8 +274,10 @@ class LevelDBPersistenceAdapter:
             )
             pending: list[Message] = []
             prefix = PENDING + bytes(key[1:]) + b"\0"
-            for pending_key in db.iterator(prefix=prefix, include_value=False):
-                stored = db.get(TOPIC + bytes(pending_key[len(prefix) :]))
+            for pending_key in db.iterator(
+                prefix=prefix, include_value=False, verify_checksums=True
+            ):
+                stored = db.get(TOPIC + bytes(pending_key[len(prefix) :]), verify_checksums=True)
                 if stored is not None:
                     pending.append(stored_message(stored))
             recovered.append(RecoveredSubscription(sub, pending))
@@ -275,9 +286,11 @@ class LevelDBPersistenceAdapter:
     def recover_paged(self) -> PagedRecovery:
         """Each queue's count and bytes from its ``c`` key (the broker pages its messages in
         with ``read_queue``); durable subscriptions as ``recover`` gives them."""
-        db = self._reader()
+        return self._reading(self._recover_paged)
+
+    def _recover_paged(self, db: Any) -> PagedRecovery:
         state = PagedRecovery(subscriptions=self._recover_subscriptions(db))
-        for key, value in db.iterator(prefix=COUNT):
+        for key, value in db.iterator(prefix=COUNT, verify_checksums=True):
             destination = parse_destination(bytes(key[1:]).decode())
             if not destination.is_queue:
                 continue
@@ -293,12 +306,16 @@ class LevelDBPersistenceAdapter:
 
     def read_queue(self, destination: Destination, start: QueuePosition, limit: int) -> QueuePage:
         """Up to ``limit`` stored messages of a queue from ``start`` on, whole, in order."""
-        db = self._reader()
+        return self._reading(self._read_queue, destination, start, limit)
+
+    def _read_queue(
+        self, db: Any, destination: Destination, start: QueuePosition, limit: int
+    ) -> QueuePage:
         messages: list[Message] = []
         position = start
         first = queue_key(destination, POSITION.pack(max(start[0], 0), max(start[1], 0)))
         end = queue_prefix(destination)[:-1] + b"\1"
-        for key, value in db.iterator(start=first, stop=end):
+        for key, value in db.iterator(start=first, stop=end, verify_checksums=True):
             if len(messages) >= limit:
                 break
             messages.append(stored_message(value))
@@ -307,6 +324,6 @@ class LevelDBPersistenceAdapter:
         return QueuePage(messages, position)
 
     def message_count(self, destination: Destination) -> int:
-        raw = self._reader().get(COUNT + str(destination).encode())
+        raw = self._reading(lambda db: db.get(COUNT + str(destination).encode()))
         count: int = 0 if raw is None else COUNTS.unpack(raw)[0]
         return count

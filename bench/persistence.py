@@ -1,7 +1,8 @@
 """Persistent send throughput by store and by sending pattern (issue: persistence).
 
-For each store (journal, SQLite, PostgreSQL, journaled SQL on SQLite) a broker process is
-started on a fresh directory, and three workloads send persistent 1 KiB messages over STOMP:
+For each store (journal, SQLite, PostgreSQL, journaled SQL on SQLite, LevelDB) a broker
+process is started on a fresh directory, and three workloads send persistent 1 KiB messages
+over STOMP:
 
 - sync x1: one producer, a RECEIPT per message (each send waits for its own fsync),
 - sync x8: eight producers at once, a RECEIPT per message (they share fsyncs: group commit),
@@ -85,6 +86,7 @@ def main() -> None:
             "sqlite": '[store]\nkind = "sql"\n',
             "postgresql": f'[store]\nkind = "sql"\nurl = "{pg_url}"\n',
             "journaled-sql": '[store]\nkind = "journaled-sql"\n',
+            "leveldb": '[store]\nkind = "leveldb"\n',
         }
         for name, config in stores.items():
             with tempfile.TemporaryDirectory() as tmp:

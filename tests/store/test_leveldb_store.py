@@ -139,16 +139,26 @@ async def test_a_second_store_on_the_directory_waits_as_a_slave(
     await slave.stop()
 
 
-async def test_a_slave_told_to_stop_while_waiting_lets_go(tmp_path: Path) -> None:
+async def test_a_slave_told_to_stop_while_waiting_lets_go(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broker stopped while it waits as a slave stops waiting and holds nothing: the
+    master goes on, and after it the directory opens for the next broker at once."""
+    caplog.set_level(logging.INFO)
     master = await open_store(tmp_path)
     slave = LevelDBPersistenceAdapter(tmp_path)
     starting = asyncio.create_task(slave.start())
-    await asyncio.sleep(0.1)  # (it polls the lock; nothing to wait for but its first try)
+    while "waiting as a slave" not in caplog.text:
+        await asyncio.sleep(0.02)
     starting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await starting
     await master.write([AddMessage(msg(1))])
     await master.stop()
+    after = await open_store(tmp_path)
+    assert caplog.text.count("waiting as a slave") == 1  # the next broker did not wait
+    assert ids(after.recover().queues[Q]) == [msg(1).message_id]
+    await after.stop()
 
 
 def test_two_brokers_on_one_directory_the_second_waits_then_takes_over(

@@ -46,6 +46,7 @@ from dovecote.core.destinations import Destination, queue, topic
 from dovecote.core.errors import DovecoteError
 from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
 from dovecote.core.message import Message
+from dovecote.network.duplex import DuplexInbound
 from dovecote.network.paths import broker_path
 from dovecote.network.settings import NETWORK_CONSUMER_PRIORITY, NetworkConnectorSettings
 from dovecote.network.wire import Channel, RemoteError
@@ -138,6 +139,16 @@ class Bridge:
         """How many consumers a destination has here that no bridge owns."""
         self.forget = forget
         self.accepted_duplex = accepted_duplex
+        self.duplex_inbound: DuplexInbound | None = None
+        """With duplex = true: serving the remote's bridge back over our connection (what
+        it sends waits in its queue until the bridge runs)."""
+        if settings.duplex and not accepted_duplex:
+            name = broker.settings.broker_name
+            self.duplex_inbound = DuplexInbound(
+                broker, remote, f"{settings.name}_{remote.remote_broker_name}_inbound_duplex_"
+                f"{name}", (settings.user, settings.password), self._duplex_demand,
+                self._duplex_demand_removed,
+            )  # fmt: skip
         """Bridging back over a connection the remote's duplex connector opened to us."""
         """Tell the inbound audits that a message left (it may come back)."""
         self.remote_id = remote.remote_broker_id
@@ -171,16 +182,16 @@ class Bridge:
         if not self.accepted_duplex:  # (our listener already said who we are)
             self.remote.send(Structure(t.BROKER_INFO, {
                 "brokerId": Structure(t.BROKER_ID, {"value": self.local_id}),
-                # (Not duplex yet: the remote would expect us to serve a bridge back on it.)
-                "brokerName": name, "networkConnection": True, "duplexConnection": False,
+                "brokerName": name, "networkConnection": True, "duplexConnection": s.duplex,
             }))  # fmt: skip
         connection_info = Structure(t.CONNECTION_INFO, {
             "connectionId": Structure(t.CONNECTION_ID, {"value": self._remote_conn}),
             "clientId": f"{s.name}_{name}_outbound", "userName": s.user, "password": s.password,
             "brokerMasterConnector": False, "manageable": False,
         })  # fmt: skip
-        if self.accepted_duplex:
-            self.remote.send(connection_info)  # (the remote answers none of these)
+        if s.duplex or self.accepted_duplex:
+            # (On a duplex connection the remote's bridge takes it and answers nothing.)
+            self.remote.send(connection_info)
         else:
             # Answered: a refused login is told here, not as the connection closing.
             await asyncio.wait_for(self.remote.request(connection_info), REQUEST_TIMEOUT_S)
@@ -197,6 +208,8 @@ class Bridge:
         info = ConnectionInfo(self.connection_id, local_client_id, s.user, s.password)
         peer = Peer(self.remote.peer_address, "network")
         await self.broker.add_connection(info, self._on_local_dispatch, peer)
+        if self.duplex_inbound is not None:
+            await self.duplex_inbound.open()
         await self.broker.process(self.connection_id, SessionInfo(self.session_id))
         for pattern in s.statically_included:
             if not pattern.pattern or any(c in pattern.pattern for c in "*>"):
@@ -211,6 +224,8 @@ class Bridge:
             asyncio.create_task(self._ack_loop()),
             asyncio.create_task(self._advisory_loop()),
         ]
+        if self.duplex_inbound is not None:
+            tasks.append(asyncio.create_task(self.duplex_inbound.serve()))
         closed = asyncio.create_task(self.remote.closed.wait())
         stopped = asyncio.create_task(self._stopped.wait())
         try:
@@ -239,9 +254,14 @@ class Bridge:
         await self.remote.close(self.failure)
         with contextlib.suppress(DovecoteError):
             await self.broker.remove_connection(self.connection_id, LAST_DELIVERED_UNSET)
+            if self.duplex_inbound is not None:
+                await self.duplex_inbound.close()
 
     def on_remote_command(self, s: Structure) -> None:
-        """A command from the remote: the advisories the bridge subscribed to."""
+        """A command from the remote: the advisories the bridge subscribed to (and on a
+        duplex connection, the remote's bridge back)."""
+        if self.duplex_inbound is not None and self.duplex_inbound.take(s):
+            return
         if s.type == t.MESSAGE_DISPATCH and s["message"] is not None:
             self._advisories.put_nowait(s)
         elif s.type == t.CONNECTION_ERROR:
@@ -266,7 +286,14 @@ class Bridge:
             elif data.type == t.REMOVE_INFO and data["objectId"] is not None:
                 await self._remote_consumer_removed(consumer_key(data["objectId"]))
 
-    async def _remote_consumer_added(self, info: Structure) -> None:
+    async def _duplex_demand(self, info: Structure) -> None:
+        """The remote's bridge back subscribes to our advisories: forward them to it."""
+        await self._remote_consumer_added(info, advisories=True)
+
+    async def _duplex_demand_removed(self, consumer_id: Structure) -> None:
+        await self._remote_consumer_removed(consumer_key(consumer_id))
+
+    async def _remote_consumer_added(self, info: Structure, advisories: bool = False) -> None:
         s = self.settings
         try:
             destination = destination_of(info["destination"])
@@ -276,11 +303,11 @@ class Bridge:
             return  # temporary destinations are not bridged (yet)
         path = path_of(info)
         if (
-            destination.name.startswith(ADVISORY_PREFIX)
+            (destination.name.startswith(ADVISORY_PREFIX) and not advisories)
             or self.local_id in path
             or len(path) >= s.consumer_ttl
             or info["browser"]
-            or not s.wants(destination)
+            or not (advisories or s.wants(destination))
         ):
             log.debug("bridge %s: not bridging demand on %s (path %s)", s.name, destination, path)
             return

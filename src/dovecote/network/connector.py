@@ -44,12 +44,6 @@ class NetworkConnectors(BrokerPlugin):
         self.broker = cast(LocalBroker, broker)
         self.local_id = f"ID:{broker.settings.broker_name}"
         for settings in self.connectors:
-            if settings.duplex:
-                log.warning(
-                    "network connector %s: duplex is not supported yet, it bridges one way "
-                    "(configure a connector on the remote broker for the other way)",
-                    settings.name,
-                )
             groups: list[tuple[RemoteAddress, ...]]
             if settings.uri.kind == "static":
                 groups = [(address,) for address in settings.uri.addresses]

@@ -150,9 +150,9 @@ class Channel:
                 self._write(Structure(t.KEEP_ALIVE_INFO, {"commandId": s["commandId"]}))
         elif kind == t.SHUTDOWN_INFO:
             self.fail("the remote broker is shutting down")
-        elif kind in t.MESSAGE_TYPES:
-            # An advisory the remote forwards to us as a message: answer it, then take it as
-            # a dispatch to the advisory consumer (nothing to acknowledge).
+        elif kind in t.MESSAGE_TYPES and is_bridged_advisory(s):
+            # On a duplex connection the remote's bridge forwards its advisories as messages:
+            # answer, then take it as a dispatch to the advisory consumer (nothing to ack).
             if s["responseRequired"]:
                 self._write(Structure(t.RESPONSE, {"commandId": 0,
                                                    "correlationId": s["commandId"]}))  # fmt: skip

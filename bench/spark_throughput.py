@@ -1,7 +1,7 @@
 """The Spark data source against Spark's own Parquet source and sink, on the same rows, in
 one run on local[2] (issue 32). A benchmark, not a test:
 
-    .venv/bin/python bench/spark_throughput.py [messages]      # default 100,000
+    .venv/bin/python bench/spark_throughput.py [messages] [rounds]   # 100,000, 3
 
 Write: a DataFrame of N rows of 1 KiB text (cached), written with format("dovecote") as
 persistent messages (one broker transaction per partition), against df.write.parquet; on 1
@@ -13,7 +13,8 @@ planning and broker commits included), against a Parquet stream of the same rows
 source's schema (N/4 rows per batch: maxFilesPerTrigger over files of N/4 or N/8 rows).
 
 The ratio (dovecote / Parquet rows per second) is what to compare across machines: absolute
-figures depend on the machine and on what else runs on it.
+figures depend on the machine and on what else runs on it. Each figure is the median of
+``rounds`` rounds (each round writes and reads every case once, in the same session).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import tempfile
 import time
 from functools import partial
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,6 +76,7 @@ def source_rows(spark: SparkSession, count: int) -> DataFrame:
 
 def main() -> None:
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     spark = (
         SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -85,16 +88,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, running_broker(workdir=Path(tmp)) as broker:
         url = f"tcp://127.0.0.1:{broker.openwire_port}"
         texts = spark.range(count).selectExpr(f"{TEXT} as text")
-        for partitions in (1, 2):
+        for round_, partitions in ((r, p) for r in range(rounds) for p in (1, 2)):
+            case = f"{round_}-{partitions}"
             # Written, then read: one backlog on the broker at a time.
             df = texts.repartition(partitions).cache()
             df.count()
             writer = df.write.format("dovecote").mode("append").option("url", url)
-            ours = timed(writer.option("destination", f"bench.{partitions}").save)
-            theirs = timed(partial(df.write.parquet, f"{tmp}/written-{partitions}"))
+            ours = timed(writer.option("destination", f"bench.{case}").save)
+            theirs = timed(partial(df.write.parquet, f"{tmp}/written-{case}"))
             results.append(("batch write", partitions, count, ours, theirs))
             df.unpersist()
-            parquet = f"{tmp}/rows-{partitions}"
+            parquet = f"{tmp}/rows-{case}"
             files = 4 * partitions  # N/4 rows per batch, in `partitions` files
             source_rows(spark, count).repartition(files, "sequence").sortWithinPartitions(
                 "sequence").write.parquet(parquet)  # fmt: skip
@@ -102,23 +106,26 @@ def main() -> None:
                 spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", partitions)
                 .parquet(parquet)
             )  # fmt: skip
-            rows, theirs = stream_rows(theirs_reader, f"{tmp}/parquet-checkpoint-{partitions}")
+            rows, theirs = stream_rows(theirs_reader, f"{tmp}/parquet-checkpoint-{case}")
             assert rows == count, f"the Parquet stream read {rows} rows"
             ours_reader = (
                 spark.readStream.format("dovecote").option("url", url)
-                .option("destination", f"bench.{partitions}")
+                .option("destination", f"bench.{case}")
                 .option("numPartitions", str(partitions))
                 .option("maxMessagesPerBatch", str(count // 4)).load()
             )  # fmt: skip
-            rows, ours = stream_rows(ours_reader, f"{tmp}/checkpoint-{partitions}")
+            rows, ours = stream_rows(ours_reader, f"{tmp}/checkpoint-{case}")
             assert rows == count, f"the dovecote stream read {rows} rows"
             results.append(("streaming read", partitions, count, ours, theirs))
     spark.stop()
     print("| | partitions | rows | dovecote rows/s | Parquet rows/s | dovecote / Parquet |")
     print("|---|---:|---:|---:|---:|---:|")
-    for what, partitions, rows, ours, theirs in sorted(results):
-        print(f"| {what} | {partitions} | {rows:,} | {rows / ours:,.0f} | {rows / theirs:,.0f} "
-              f"| {theirs / ours:.0%} |")  # fmt: skip
+    for what, partitions in sorted({(r[0], r[1]) for r in results}):
+        runs = [r for r in results if r[:2] == (what, partitions)]
+        ours = median(rows / t for _, _, rows, t, _ in runs)
+        theirs = median(rows / t for _, _, rows, _, t in runs)
+        ratio = median(t / o for _, _, _, o, t in runs)
+        print(f"| {what} | {partitions} | {count:,} | {ours:,.0f} | {theirs:,.0f} | {ratio:.0%} |")
 
 
 if __name__ == "__main__":

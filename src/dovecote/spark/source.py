@@ -58,6 +58,7 @@ from dovecote.client.streams import (
     EXPIRATION,
     INTERNAL_PROPERTIES,
     SEQUENCE,
+    Plan,
     StreamClient,
 )
 from dovecote.core.destinations import Destination, parse_destination
@@ -139,6 +140,8 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.num_partitions = max(1, int(options.get("numPartitions", 1)))
         self._client: StreamClient | None = None
         self._committed = 0
+        self._planned: tuple[int, Plan] | None = None
+        """The last plan latestOffset made: (after, plan), cut into numPartitions parts."""
         self._removal: Future[int] | None = None
         """The last Commit, sent from a thread of its own (see commit)."""
         self._remover: ThreadPoolExecutor | None = None
@@ -175,7 +178,9 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start["sequence"] > self._committed:
             self.commit(start)
         most = limit.max_rows if isinstance(limit, ReadMaxRows) else 0
-        plan = self._stream().plan(after=start["sequence"], max_messages=most, up_to=self._target)
+        plan = self._stream().plan(after=start["sequence"], max_messages=most,
+                                   up_to=self._target, splits=self.num_partitions)  # fmt: skip
+        self._planned = (start["sequence"], plan)
         if plan.end == start["sequence"]:
             # Nothing new: the query may end here (availableNow does), and Spark does not wait
             # for stop(); the last batch's removal is done before this answer.
@@ -190,7 +195,11 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         after, up_to = start["sequence"], end["sequence"]
         if up_to <= after:
             return []
-        plan = self._stream().plan(after=after, up_to=up_to, splits=self.num_partitions)
+        planned = self._planned
+        if planned is not None and planned[0] == after and planned[1].end == up_to:
+            plan = planned[1]  # as latestOffset planned it: one request fewer per batch
+        else:  # a batch replanned after a restart
+            plan = self._stream().plan(after=after, up_to=up_to, splits=self.num_partitions)
         return [SequenceRange(lo, hi) for lo, hi in pairwise(plan.bounds) if hi > lo]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

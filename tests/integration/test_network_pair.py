@@ -8,9 +8,12 @@ import json
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from brokers import BrokerProcess, running_broker
+from dovecote.client import ConnectionFactory
 from dovecote.client.connection import MessageConsumer
 from dovecote.core.destinations import queue, topic
 from networks import (
@@ -259,3 +262,38 @@ def test_a_duplex_connector_bridges_both_ways_over_one_connection(tmp_path: Path
             assert receive(on_a, 50) == to_a
             assert quiet(on_a) and quiet(on_b)
         assert [x["name"] for x in bridges(b)] == ["duplex-A"]
+
+
+def test_topic_messages_reach_a_durable_subscriber_across_absence_and_a_restart(
+    tmp_path: Path,
+) -> None:
+    """A durable subscriber on B of a topic published on A: A keeps one durable network
+    subscription for it (NC-DS_A_<topic>), so what A gets while the subscriber is away, and
+    across a restart of A, reaches it when it is back; none twice."""
+    name = unique("durable.t")
+    b_port, a_port = free_port(), free_port()
+    a_config = connector_toml("A", [b_port], name="a-b")
+    b_config = '[broker]\nname = "B"\n'
+    first = [f"f{i}" for i in range(20)]
+    away = [f"w{i}" for i in range(20)]
+
+    def durable() -> Iterator[MessageConsumer]:
+        factory = ConnectionFactory(f"tcp://127.0.0.1:{b_port}")
+        with factory.create_connection(client_id="watcher") as connection:
+            connection.start()
+            yield connection.create_session().create_durable_subscriber(topic(name), "w")
+
+    subscriber = contextmanager(durable)
+    with running_broker(b_config, wd(tmp_path, "b"), openwire_port=b_port):
+        with running_broker(a_config, wd(tmp_path, "a"), openwire_port=a_port) as a:
+            wait_for(lambda: "bridge to broker B" in a.log_text(), "A->B")
+            with subscriber() as on_b:
+                wait_for(lambda: f"forwarding topic://{name} to" in a.log_text(), "demand")
+                send(a_port, topic(name), first)
+                assert receive(on_b, 20) == first
+            send(a_port, topic(name), away)  # kept on A: nobody on B wants them now
+        with running_broker(a_config, wd(tmp_path, "a"), openwire_port=a_port) as a:
+            wait_for(lambda: "bridge to broker B" in a.log_text(), "A->B again")
+            with subscriber() as on_b:
+                assert receive(on_b, 20) == away
+                assert quiet(on_b)

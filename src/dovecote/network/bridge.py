@@ -315,8 +315,33 @@ class Bridge:
         selector = info["selector"] or None
         conduit = s.conduit_subscriptions and selector is None
         demand_key: Any = (destination, None) if conduit else key
+        durable_key = ("durable", destination)
+        if destination.is_topic and info["subscriptionName"]:
+            await self._subscribe_durably(destination, key, path)
+            return
+        if conduit and durable_key in self.demands:
+            demand_key = durable_key  # the durable network subscription serves them all
         await self._subscribe(demand_key, destination, key, selector, info.get("priority", 0),
                               path)  # fmt: skip
+
+    async def _subscribe_durably(
+        self, destination: Destination, remote_key: tuple[Any, ...], path: tuple[str, ...]
+    ) -> None:
+        """A remote durable subscriber: one durable subscription here per topic (ActiveMQ's
+        DurableConduitBridge, named NC-DS_<this broker>_<topic>), which keeps what is sent
+        while the remote subscriber is away; it takes over the topic's plain conduit
+        consumer, so no message crosses twice."""
+        name = f"NC-DS_{self.broker.settings.broker_name}_{destination.name}"
+        durable_key = ("durable", destination)
+        await self._subscribe(durable_key, destination, remote_key, None, 0, path,
+                              subscription_name=name)  # fmt: skip
+        plain = self.demands.get((destination, None))
+        if plain is not None:
+            for key in plain.remote:
+                self.by_remote[key] = durable_key
+            self.demands[durable_key].remote |= plain.remote
+            plain.remote.clear()
+            await self._unsubscribe((destination, None), plain)
 
     async def _subscribe(
         self,
@@ -327,6 +352,7 @@ class Bridge:
         priority: int,
         path: tuple[str, ...],
         static: bool = False,
+        subscription_name: str | None = None,
     ) -> None:
         demand = self.demands.get(demand_key)
         if demand is None:
@@ -337,7 +363,7 @@ class Bridge:
             info = ConsumerInfo(
                 consumer_id, destination, prefetch_size=s.prefetch_size, selector=selector,
                 priority=priority, broker_path=(*path, self.remote_id),
-                additional_predicate=self._forwardable,
+                subscription_name=subscription_name, additional_predicate=self._forwardable,
             )  # fmt: skip
             demand = Demand(consumer_id, destination, static=static)
             self.demands[demand_key] = demand
@@ -359,10 +385,15 @@ class Bridge:
         demand.remote.discard(key)
         if demand.remote or demand.static:
             return
+        await self._unsubscribe(demand_key, demand)
+
+    async def _unsubscribe(self, demand_key: Any, demand: Demand) -> None:
+        """Close a demand's local consumer: what it had not yet sent goes back as it was
+        (it was never delivered); a durable one's subscription stays and keeps what comes
+        until the remote subscriber is back."""
         del self.demands[demand_key]
         self.by_local.pop(demand.consumer_id, None)
         self.counts.demands = len(self.demands)
-        # What it had not yet sent goes back as it was (it was never delivered).
         await self.broker.process(
             self.connection_id, RemoveInfo(demand.consumer_id, LAST_DELIVERED_UNSET)
         )

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from brokers import BrokerProcess, running_broker
+from dovecote.broker.security.users import hash_password
 from dovecote.client import ConnectionFactory
 from dovecote.client.connection import MessageConsumer
 from dovecote.core.destinations import queue, topic
@@ -297,3 +298,30 @@ def test_topic_messages_reach_a_durable_subscriber_across_absence_and_a_restart(
             with subscriber() as on_b:
                 assert receive(on_b, 20) == away
                 assert quiet(on_b)
+
+
+def test_a_bridge_logs_in_to_a_broker_with_security_on(tmp_path: Path) -> None:
+    """B requires a login: A's connector without one is refused (waiting, the refusal in
+    the admin API), with the connector's user and password it bridges."""
+    name = unique("secure.q")
+    b_port = free_port()
+    b_config = (
+        '[broker]\nname = "B"\n[[security.users]]\nname = "bridge"\n'
+        f'password = "{hash_password("s3cret")}"\ngroups = ["admins"]\n'
+        '[[security.users]]\nname = "app"\n'
+        f'password = "{hash_password("app")}"\ngroups = ["admins"]\n'
+    )
+    refused = connector_toml("A", [b_port], name="a-b", initial_reconnect_delay_ms=100)
+    allowed = connector_toml("A", [b_port], name="a-b", user="bridge", password="s3cret")
+    with running_broker(b_config, wd(tmp_path, "b"), openwire_port=b_port):
+        with running_broker(refused, wd(tmp_path, "a1")) as a:
+            wait_for(lambda: "refused" in str(bridges(a)[0]["last_error"]), "the refusal")
+        with running_broker(allowed, wd(tmp_path, "a2")) as a:
+            wait_for(lambda: bridges(a)[0]["state"] == "connected", "the bridge")
+            factory = ConnectionFactory(f"tcp://127.0.0.1:{b_port}")
+            with factory.create_connection("app", "app") as connection:
+                connection.start()
+                on_b = connection.create_session().create_consumer(queue(name))
+                wait_for(lambda: f"forwarding queue://{name} to" in a.log_text(), "demand")
+                send(a.openwire_port, queue(name), ["in"])
+                assert receive(on_b, 1) == ["in"]

@@ -16,8 +16,10 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import Final
 
+from dovecote.core.destinations import Destination
 from dovecote.core.message import Message
 
 MAGIC: Final = b"DVB1"
@@ -53,69 +55,75 @@ def _pad(n: int) -> int:
     return -n % 8
 
 
-class _Strings:
-    """One variable-length column as it is built: offsets and data."""
+def _strings(values: list[bytes]) -> tuple[array[int], bytes]:
+    """A variable-length column: offsets and data."""
+    return array("i", accumulate(map(len, values), initial=0)), b"".join(values)
 
-    __slots__ = ("data", "offsets")
 
-    def __init__(self) -> None:
-        self.offsets = array("i", [0])
-        self.data = bytearray()
+def _optional(texts: list[str | None]) -> tuple[bytearray, array[int], bytes]:
+    """A column of strings that may be missing: presence, offsets and data."""
+    present = bytearray(text is not None for text in texts)
+    offsets, data = _strings([text.encode() if text is not None else b"" for text in texts])
+    return present, offsets, data
 
-    def add(self, value: bytes) -> None:
-        self.data += value
-        self.offsets.append(len(self.data))
+
+def _properties(
+    messages: Sequence[Message], hidden: frozenset[str]
+) -> tuple[array[int], list[bytes], list[bytes]]:
+    """Where each message's entries start, and every key and value, as map<string, string>."""
+    entries, keys, values = array("i", [0]), [], []
+    for m in messages:
+        for key, value in m.properties.items():
+            if key not in hidden:
+                keys.append(key.encode())
+                values.append(str(value).encode())
+        if m.redelivery_counter:  # as a JMS client lists it once a message is redelivered
+            keys.append(b"JMSXDeliveryCount")
+            values.append(str(m.redelivery_counter + 1).encode())
+        entries.append(len(keys))
+    return entries, keys, values
 
 
 def encode_block(messages: Sequence[Message], hidden: frozenset[str] = frozenset()) -> bytes:
-    """One block holding ``messages`` in order; properties named in ``hidden`` left out."""
-    fixed = {name: array(code) for name, code in FIXED_COLUMNS}
-    present = {name: bytearray() for name in OPTIONAL_STRINGS}
-    strings = {name: _Strings() for name in STRINGS}
-    entries, keys, values = array("i", [0]), _Strings(), _Strings()
-    sequence, timestamp, expiration = fixed["sequence"], fixed["timestamp"], fixed["expiration"]
-    priority, body_type = fixed["priority"], fixed["body_type"]
-    counter = fixed["redelivery_counter"]
-    message_id, destination, body = strings["message_id"], strings["destination"], strings["body"]
-    for m in messages:
-        sequence.append(m.sequence)
-        timestamp.append(m.timestamp)
-        expiration.append(m.expiration)
-        priority.append(m.priority)
-        body_type.append(int(m.body_type))
-        counter.append(m.redelivery_counter)
-        message_id.add(m.message_id.encode())
-        destination.add(str(m.destination).encode())
-        reply_to = str(m.reply_to) if m.reply_to is not None else None
-        for name, text in (("correlation_id", m.correlation_id), ("type", m.type),
-                           ("reply_to", reply_to)):  # fmt: skip
-            present[name].append(text is not None)
-            strings[name].add(text.encode() if text is not None else b"")
-        body.add(m.body)
-        count = entries[-1]
-        for key, value in m.properties.items():
-            if key not in hidden:
-                keys.add(key.encode())
-                values.add(str(value).encode())
-                count += 1
-        if m.redelivery_counter:  # as a JMS client lists it once a message is redelivered
-            keys.add(b"JMSXDeliveryCount")
-            values.add(str(m.redelivery_counter + 1).encode())
-            count += 1
-        entries.append(count)
-    buffers: list[bytearray | array[int]] = [fixed[name] for name, _ in FIXED_COLUMNS]
-    buffers += [present[name] for name in OPTIONAL_STRINGS]
-    for name in STRINGS:
-        buffers += [strings[name].offsets, strings[name].data]
-    buffers += [entries, keys.offsets, keys.data, values.offsets, values.data]
-    raw = [bytes(b) if isinstance(b, bytearray) else b.tobytes() for b in buffers]
-    head = HEADER.pack(MAGIC, len(messages), entries[-1], len(raw))
+    """One block holding ``messages`` in order; properties named in ``hidden`` left out.
+    Column by column: a few list comprehensions and joins, little work per message."""
+    names: dict[Destination, bytes] = {}
+    for d in {m.destination for m in messages}:
+        names[d] = str(d).encode()
+    fixed = [
+        array("q", [m.sequence for m in messages]),
+        array("q", [m.timestamp for m in messages]),
+        array("q", [m.expiration for m in messages]),
+        array("i", [m.priority for m in messages]),
+        array("B", [m.body_type for m in messages]),
+        array("i", [m.redelivery_counter for m in messages]),
+    ]
+    optional = [
+        _optional([m.correlation_id for m in messages]),
+        _optional([m.type for m in messages]),
+        _optional([str(m.reply_to) if m.reply_to is not None else None for m in messages]),
+    ]
+    entries, keys, values = _properties(messages, hidden)
+    raw: list[bytes] = [column.tobytes() for column in fixed]
+    raw += [bytes(present) for present, _, _ in optional]
+    columns = [
+        _strings([m.message_id.encode() for m in messages]),
+        _strings([names[m.destination] for m in messages]),
+        *((offsets, data) for _, offsets, data in optional),
+        _strings([m.body for m in messages]),
+    ]
+    for offsets, data in columns:
+        raw += [offsets.tobytes(), data]
+    key_offsets, key_data = _strings(keys)
+    value_offsets, value_data = _strings(values)
+    raw += [entries.tobytes(), key_offsets.tobytes(), key_data]
+    raw += [value_offsets.tobytes(), value_data]
+    head = HEADER.pack(MAGIC, len(messages), len(keys), len(raw))
     head += struct.pack(f"<{len(raw)}Q", *(len(r) for r in raw))
-    out = bytearray(head + bytes(_pad(len(head))))
+    parts = [head, bytes(_pad(len(head)))]
     for r in raw:
-        out += r
-        out += bytes(_pad(len(r)))
-    return bytes(out)
+        parts += [r, bytes(_pad(len(r)))]
+    return b"".join(parts)
 
 
 def cut_blocks(messages: Sequence[Message], block_bytes: int) -> list[Sequence[Message]]:

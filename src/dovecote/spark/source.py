@@ -3,15 +3,18 @@
 Streaming read, exactly once: offsets are the broker's sequence numbers. For each
 micro-batch the driver plans (after, end] with at most ``maxMessagesPerBatch`` messages
 (``Offsets``), cuts it into ``numPartitions`` sub-ranges, and the executors read their
-sub-ranges without consuming anything (``Range``). Only when Spark commits the batch does
+sub-ranges without consuming anything, as columnar blocks they hand Spark as Arrow record
+batches (``Blocks``; dovecote.spark.blocks). Only when Spark commits the batch does
 the source remove everything up to ``end`` from the broker (``Commit``). A task that fails
 reads its range again and gets the same messages; a driver restarted from its checkpoint
 replans the batch it had not finished over the same, still present, messages; a broker
 restart keeps persistent messages with their sequence numbers. docs/streams.md has the
 protocol, the README the guarantee and its limits.
 
-Batch read is a browse snapshot of a queue (it also works against ActiveMQ). Writes send each
-partition in one broker transaction: a failed task rolls back and leaves nothing half-sent.
+``trigger(availableNow=True)`` reads what the destination holds at the start, in batches of
+``maxMessagesPerBatch``. Batch read is a browse snapshot of a queue (it also works against
+ActiveMQ). Writes take Arrow record batches and send each partition in one broker
+transaction: a failed task rolls back and leaves nothing half-sent.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright's package is missing")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if shutil.which(CHROMIUM) is None:
         pytest.skip(f"no Chromium at {CHROMIUM} (make system-deps installs Debian's chromium)")

@@ -45,6 +45,7 @@ MODULES = [
     "dovecote/protocol/openwire/mutf8.py",
     "dovecote/protocol/openwire/send_frames.py",
     "dovecote/protocol/openwire/straight.py",
+    "dovecote/protocol/openwire/structures.py",
     "dovecote/protocol/stomp/converter.py",
     "dovecote/protocol/stomp/frames.py",
     "dovecote/protocol/stomp/headers.py",

@@ -15,8 +15,8 @@ from dovecote.core.destinations import queue
 from dovecote.network.wire import RemoteConnection
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.converter import message_id_structure
 from dovecote.protocol.openwire.primitives import encode_text_body
+from dovecote.protocol.openwire.structures import message_id_structure
 from networks import browse_count, consumer, quiet, receive
 from ports import free_port
 

@@ -12,8 +12,9 @@ from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
 from dovecote.core.message import BodyType, Message
 from dovecote.protocol.openwire import Marshaller, Structure
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.converter import OpenWireConverter, message_id_text
+from dovecote.protocol.openwire.converter import OpenWireConverter
 from dovecote.protocol.openwire.dispatch_frames import DispatchFrames
+from dovecote.protocol.openwire.structures import message_id_text
 
 PRODUCER = "ID:host-4242-1700000000000-1:1:1:1"
 MESSAGES = {

@@ -13,7 +13,7 @@ from dovecote.client.transport import JMSError
 from dovecote.core.destinations import Destination, DestinationType
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.converter import destination_of
+from dovecote.protocol.openwire.structures import destination_of
 
 if TYPE_CHECKING:
     from dovecote.client.connection import Connection

@@ -24,7 +24,7 @@ from dovecote.client.redelivery import message_key
 from dovecote.client.transport import JMSError
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.converter import destination_structure
+from dovecote.protocol.openwire.structures import destination_structure
 
 if TYPE_CHECKING:
     from dovecote.client.session import Session

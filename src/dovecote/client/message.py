@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from dovecote.core.destinations import Destination
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.converter import destination_of, message_id_text
 from dovecote.protocol.openwire.primitives import (
     JavaByte,
     JavaChar,
@@ -33,6 +32,7 @@ from dovecote.protocol.openwire.primitives import (
     encode_stream_body,
     encode_text_body,
 )
+from dovecote.protocol.openwire.structures import destination_of, message_id_text
 
 if TYPE_CHECKING:
     from dovecote.client.consumer import MessageConsumer

@@ -13,10 +13,7 @@ from dovecote.client.message import Message, _content, _message_type, header_fie
 from dovecote.client.transport import JMSError
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.converter import (
-    destination_structure,
-    message_id_structure,
-)
+from dovecote.protocol.openwire.structures import destination_structure, message_id_structure
 
 if TYPE_CHECKING:
     from dovecote.client.session import Session

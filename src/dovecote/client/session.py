@@ -21,7 +21,7 @@ from dovecote.client.transport import JMSError
 from dovecote.core.destinations import Destination, DestinationType
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.converter import destination_structure
+from dovecote.protocol.openwire.structures import destination_structure
 
 if TYPE_CHECKING:
     from dovecote.client.connection import Connection

@@ -52,11 +52,8 @@ from dovecote.network.settings import NETWORK_CONSUMER_PRIORITY, NetworkConnecto
 from dovecote.network.wire import Channel, RemoteError
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.converter import (
-    OpenWireConverter,
-    destination_of,
-    destination_structure,
-)
+from dovecote.protocol.openwire.converter import OpenWireConverter
+from dovecote.protocol.openwire.structures import destination_of, destination_structure
 
 log = logging.getLogger("dovecote.network")
 

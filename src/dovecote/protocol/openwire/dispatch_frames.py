@@ -26,15 +26,17 @@ from dovecote.protocol.openwire.converter import (
     BROKER_PATH_PROPERTY,
     MESSAGE_CODES,
     OpenWireConverter,
-    consumer_structure,
-    destination_structure,
-    long_of,
     message_content,
-    producer_structure,
-    spells,
 )
 from dovecote.protocol.openwire.primitives import encode_map
 from dovecote.protocol.openwire.straight import K, remember
+from dovecote.protocol.openwire.structures import (
+    consumer_structure,
+    destination_structure,
+    long_of,
+    producer_structure,
+    spells,
+)
 
 _NULL: Final = b"\x00"
 _MESSAGE_ID: Final = b"\x01\x6e"  # not null, MessageId

@@ -17,10 +17,7 @@ from dovecote.core.destinations import Destination
 from dovecote.core.message import BodyType, Message
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.bigendian import i8, i32, i64
-from dovecote.protocol.openwire.converter import (
-    BODY_TYPES,
-    destination_of,
-)
+from dovecote.protocol.openwire.converter import BODY_TYPES
 from dovecote.protocol.openwire.primitives import decode_map, decode_text_body
 from dovecote.protocol.openwire.straight import (
     ByBytes,
@@ -29,6 +26,7 @@ from dovecote.protocol.openwire.straight import (
     string,
     value_end,
 )
+from dovecote.protocol.openwire.structures import destination_of
 
 # After userID: recievedByDFBridge, droppable, cluster (null), brokerInTime, brokerOutTime,
 # jMSXGroupFirstForConsumer. Only cluster is checked (null); the rest the core does not keep.

@@ -12,12 +12,9 @@ from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.bigendian import i64, u16
 from dovecote.protocol.openwire.codec import Structure
 from dovecote.protocol.openwire.compiled import Reader, layouts, value_tails
-from dovecote.protocol.openwire.converter import (
-    OpenWireConverter,
-    id_from_text,
-    message_id_prefix,
-)
+from dovecote.protocol.openwire.converter import OpenWireConverter
 from dovecote.protocol.openwire.mutf8 import decode_mutf8
+from dovecote.protocol.openwire.structures import id_from_text, message_id_prefix
 
 K = TypeVar("K")
 V = TypeVar("V")

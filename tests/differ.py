@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -33,3 +36,29 @@ class Peers:
 
     dovecote: tuple[int, int]
     activemq: tuple[int, int]
+
+
+def java_outcomes(source: Path, classes: Path, peers: Peers) -> dict[str, dict[str, str]]:
+    """Compile the Java program ``source`` (tests/java/) into ``classes`` and run it against
+    each broker (its OpenWire port and a fresh destination prefix as arguments): the
+    ``scenario: outcome`` lines it printed, by broker."""
+    from activemq import classpath  # the Debian ActiveMQ jars the program runs on
+
+    subprocess.run(
+        ["javac", "-nowarn", "-d", str(classes), "-cp", classpath(), str(source)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    found: dict[str, dict[str, str]] = {}
+    for broker, (port, _) in (("activemq", peers.activemq), ("dovecote", peers.dovecote)):
+        result = subprocess.run(
+            ["java", "-cp", f"{classpath()}:{classes}", source.stem, str(port),
+             f"r{uuid.uuid4().hex[:8]}"],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        lines = result.stdout.splitlines()
+        found[broker] = dict(line.split(": ", 1) for line in lines if ": " in line)
+        if not found[broker]:
+            raise AssertionError(
+                f"{source.stem} printed nothing on {broker}:\n{result.stdout}\n{result.stderr}"
+            )
+    return found

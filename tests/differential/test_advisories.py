@@ -8,14 +8,11 @@ be ActiveMQ's."""
 
 from __future__ import annotations
 
-import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
 
-from activemq import classpath
-from differ import Peers
+from differ import Peers, java_outcomes
 
 SOURCE = Path(__file__).parent.parent / "java" / "Advisories.java"
 ORIGIN = "originBrokerId, originBrokerName=localhost, originBrokerURL~true"
@@ -103,29 +100,9 @@ EXPECTED = {
 }
 
 
-def run_advisories(classes: Path, port: int) -> dict[str, str]:
-    result = subprocess.run(
-        ["java", "-cp", f"{classpath()}:{classes}", "Advisories", str(port),
-         f"r{uuid.uuid4().hex[:8]}"],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    outcomes = dict(line.split(": ", 1) for line in result.stdout.splitlines() if ": " in line)
-    if not outcomes:
-        raise AssertionError(f"Advisories printed nothing:\n{result.stdout}\n{result.stderr}")
-    return outcomes
-
-
 @pytest.fixture(scope="module")
 def observed(peers: Peers, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
-    classes = tmp_path_factory.mktemp("advisories")
-    subprocess.run(
-        ["javac", "-nowarn", "-d", str(classes), "-cp", classpath(), str(SOURCE)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return {
-        "activemq": run_advisories(classes, peers.activemq[0]),
-        "dovecote": run_advisories(classes, peers.dovecote[0]),
-    }
+    return java_outcomes(SOURCE, tmp_path_factory.mktemp("advisories"), peers)
 
 
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))

@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
 
-from activemq import classpath
-from differ import Peers
+from differ import Peers, java_outcomes
 
 SOURCE = Path(__file__).parent.parent / "java" / "Observed.java"
 
@@ -26,29 +23,9 @@ EXPECTED = {
 }
 
 
-def run_observed(classes: Path, port: int) -> dict[str, str]:
-    result = subprocess.run(
-        ["java", "-cp", f"{classpath()}:{classes}", "Observed", str(port),
-         f"obs{uuid.uuid4().hex[:8]}"],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    outcomes = dict(line.split(": ", 1) for line in result.stdout.splitlines() if ": " in line)
-    if not outcomes:
-        raise AssertionError(f"Observed printed nothing:\n{result.stdout}\n{result.stderr}")
-    return outcomes
-
-
 @pytest.fixture(scope="module")
 def observed(peers: Peers, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
-    classes = tmp_path_factory.mktemp("observed")
-    subprocess.run(
-        ["javac", "-nowarn", "-d", str(classes), "-cp", classpath(), str(SOURCE)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return {
-        "activemq": run_observed(classes, peers.activemq[0]),
-        "dovecote": run_observed(classes, peers.dovecote[0]),
-    }
+    return java_outcomes(SOURCE, tmp_path_factory.mktemp("observed"), peers)
 
 
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))

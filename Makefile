@@ -5,7 +5,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 UV_VERSION := 0.13.9
 
-.PHONY: install system-deps run test lint typecheck bench clean
+.PHONY: install system-deps bench-deps run test lint typecheck bench clean
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -45,12 +45,28 @@ endif
 ifeq ($(wildcard /usr/bin/chromium),)
 APT_PACKAGES += chromium
 endif
+# ZooKeeper for the replicated LevelDB store's tests (a server on loopback started by the tests).
+ifeq ($(wildcard /usr/share/zookeeper/bin/zkServer.sh),)
+APT_PACKAGES += zookeeper
+endif
+# RabbitMQ 3.10 with its STOMP plugin: the benchmark's second peer (make bench only).
+BENCH_APT_PACKAGES :=
+ifeq ($(shell command -v rabbitmq-server),)
+BENCH_APT_PACKAGES += rabbitmq-server
+endif
 
 system-deps:
 ifneq ($(strip $(APT_PACKAGES)),)
 	@echo "installing with apt-get:$(APT_PACKAGES)"
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null
+endif
+
+bench-deps: system-deps
+ifneq ($(strip $(BENCH_APT_PACKAGES)),)
+	@echo "installing with apt-get:$(BENCH_APT_PACKAGES)"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BENCH_APT_PACKAGES) >/dev/null
 endif
 
 run: install
@@ -68,7 +84,7 @@ test: system-deps install lint typecheck
 
 # dovecote and ActiveMQ 5.17 side by side (short form, a few minutes); the Markdown table goes
 # to bench/RESULTS.md. `$(VENV)/bin/python bench/harness.py --full` runs the issue's sizes.
-bench: system-deps install
+bench: bench-deps install
 	$(VENV)/bin/python bench/harness.py --repeat 3 --out bench/RESULTS.md
 
 clean:

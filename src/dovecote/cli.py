@@ -170,6 +170,16 @@ def passwd(args: argparse.Namespace) -> None:
     print(hash_password(password))
 
 
+def import_config(args: argparse.Namespace) -> None:
+    """Turn an ActiveMQ 5.x activemq.xml into a commented dovecote.toml (docs/migration.md)."""
+    from dovecote.migrate import MigrationError, run
+
+    try:
+        run(args.activemq_xml, args.output)
+    except MigrationError as exc:
+        raise CommandError(str(exc), 2) from None
+
+
 def _tool(name: str, *args: object) -> Any:
     # The client and rich load only for the tools, not in the broker process.
     from dovecote import tools
@@ -190,7 +200,7 @@ def parser() -> argparse.ArgumentParser:
 
     def command(run: Any) -> argparse.ArgumentParser:
         doc = run.__doc__.strip()
-        sub = commands.add_parser(run.__name__, help=doc, description=doc)
+        sub = commands.add_parser(run.__name__.replace("_", "-"), help=doc, description=doc)
         sub.set_defaults(run=run)
         return sub
 
@@ -224,6 +234,10 @@ def parser() -> argparse.ArgumentParser:
 
     sub = command(passwd)
     sub.add_argument("--stdin", action="store_true", help="Read the password from a line of stdin.")
+
+    sub = command(import_config)
+    sub.add_argument("activemq_xml", type=Path, help="ActiveMQ's activemq.xml.")
+    sub.add_argument("--output", "-o", type=Path, help="The TOML to write (default: stdout).")
 
     sub = command(produce)
     sub.add_argument("destination", help="queue://NAME, topic://NAME or NAME.")

@@ -2,7 +2,8 @@
 Python package, against a real broker process with users. Each test logs in (HTTP Basic,
 as the browser's prompt would), works the pages as a user does, with the mouse or the
 keyboard, and checks what the page shows and what the broker then holds; no page logs an
-error to its console. One test saves screenshots of the main pages to docs/console/."""
+error to its console. One test takes screenshots of the main pages: into docs/console/ with
+DOVECOTE_SCREENSHOTS=1 (to refresh the documentation), otherwise into its temporary directory."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright's package is missing")
 
@@ -267,6 +268,8 @@ def test_a_reader_sees_no_change_buttons(browser: Any, broker: BrokerProcess) ->
 
 def test_dashboard_chart_and_screenshots_of_the_main_pages(browser: Any, tmp_path: Path) -> None:
     """On a broker of its own, with a few tidy destinations, for docs/console/."""
+    refresh_docs = os.environ.get("DOVECOTE_SCREENSHOTS") == "1"
+    shots = DOCS_SCREENSHOTS if refresh_docs else tmp_path / "screenshots"
     with running_broker(CONSOLE_TOML, workdir=tmp_path) as broker:
         order = b'{"order": 42, "lines": [{"sku": "A-1", "qty": 2}]}'
         for name, count in [("orders.eu", 3), ("orders.us", 12), ("invoices", 1)]:
@@ -289,8 +292,8 @@ def test_dashboard_chart_and_screenshots_of_the_main_pages(browser: Any, tmp_pat
             page = console.open("/")
             sync_api.expect(page.locator('[data-field="connectionCount"]')).to_have_text("1")
             sync_api.expect(page.locator("svg#rates polyline")).to_have_count(2)
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=SCREENSHOTS / "dashboard.png", full_page=True)
+            shots.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=shots / "dashboard.png", full_page=True)
             _, browsed = api(broker, "/api/queues/orders.eu/messages")
             message_id = quote(browsed[0]["message_id"], safe="")
             for shot, path in [
@@ -299,8 +302,10 @@ def test_dashboard_chart_and_screenshots_of_the_main_pages(browser: Any, tmp_pat
                 ("message", f"/queues/orders.eu/messages/{message_id}"),
                 ("connections", "/connections"),
             ]:  # fmt: skip
-                console.open(path).screenshot(path=SCREENSHOTS / f"{shot}.png", full_page=True)
+                console.open(path).screenshot(path=shots / f"{shot}.png", full_page=True)
             assert console.errors == []
+            for shot in ("dashboard", "queues", "queue", "send", "message", "connections"):
+                assert (shots / f"{shot}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", shot
         finally:
             context.close()
             client.close()

@@ -5,7 +5,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 UV_VERSION := 0.13.9
 
-.PHONY: install system-deps bench-deps run test lint typecheck bench clean
+.PHONY: install system-deps bench-deps run test lint typecheck bench dist clean
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -13,13 +13,20 @@ $(UV):
 
 # Bytecode is compiled here, once: with PYTHONDONTWRITEBYTECODE set (as on this machine)
 # Python would otherwise compile every module again at each start (~0.6 s of the broker's).
-$(VENV)/.synced: $(UV) pyproject.toml uv.lock
-	$(UV) sync --frozen --compile-bytecode --python $(PYTHON)
+# Two installs: `make run` the base (no extras, no dev tools: only the build group, the
+# compiler build_native.py uses), inexact so that it removes nothing a developer installed;
+# `make test` everything (every extra and the dev group).
+$(VENV)/.synced-run: $(UV) pyproject.toml uv.lock
+	$(UV) sync --frozen --inexact --compile-bytecode --python $(PYTHON) --no-default-groups --group build
 	touch $@
+
+$(VENV)/.synced-all: $(UV) pyproject.toml uv.lock
+	$(UV) sync --frozen --compile-bytecode --python $(PYTHON) --all-extras
+	touch $@ $(VENV)/.synced-run
 
 # The hot modules compiled with mypyc (build_native.py; plain Python where there is no C
 # compiler). Any source change rebuilds them: a compiled module would shadow its newer source.
-$(VENV)/.native: $(VENV)/.synced build_native.py $(shell find src -name '*.py')
+$(VENV)/.native: $(VENV)/.synced-run build_native.py $(shell find src -name '*.py')
 	$(VENV)/bin/python build_native.py
 	touch $@
 
@@ -69,24 +76,32 @@ ifneq ($(strip $(BENCH_APT_PACKAGES)),)
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BENCH_APT_PACKAGES) >/dev/null
 endif
 
+# make run CONFIG=path/to/dovecote.toml: the broker with that configuration.
+CONFIG ?=
 run: install
-	$(VENV)/bin/dovecote broker
+	$(VENV)/bin/dovecote broker $(if $(CONFIG),--config "$(CONFIG)")
 
-lint: install
+lint: $(VENV)/.synced-all install
 	$(VENV)/bin/ruff check src tests bench examples build_native.py
 	$(VENV)/bin/ruff format --check src tests bench examples build_native.py
 
-typecheck: install
+typecheck: $(VENV)/.synced-all install
 	$(VENV)/bin/mypy
 
-test: system-deps install lint typecheck
+test: system-deps $(VENV)/.synced-all install lint typecheck
 	$(VENV)/bin/pytest
 
 # dovecote and ActiveMQ 5.17 side by side (short form, a few minutes); the Markdown table goes
 # to bench/RESULTS.md. `$(VENV)/bin/python bench/harness.py --full` runs the issue's sizes.
-bench: bench-deps install
+bench: bench-deps $(VENV)/.synced-all install
 	$(VENV)/bin/python bench/harness.py --repeat 3 --out bench/RESULTS.md
 
+# dist/: an sdist, a pure-Python wheel (any platform), and a wheel with the mypyc-compiled
+# modules for this interpreter and platform (pip prefers it where it fits). Built from a copy
+# of the sources in a temporary directory: no .so file is left in src/.
+dist: $(VENV)/.synced-run
+	$(VENV)/bin/python tools/build_dist.py --uv $(UV) --out dist
+
 clean:
-	rm -rf $(TOOLS) $(VENV) build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(TOOLS) $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
 	find src -name '*.so' -delete

@@ -117,3 +117,32 @@ def test_an_activemq_duplex_connector_bridges_both_ways_over_one_connection(
             assert receive(on_amq, 50) == to_amq
             assert receive(on_d, 50) == to_d
             assert quiet(on_amq) and quiet(on_d)
+
+
+def test_a_dovecote_duplex_connector_to_activemq_carries_both_directions(
+    amq: ActiveMQ, tmp_path: Path
+) -> None:
+    """dovecote's duplex = true connector to ActiveMQ: ActiveMQ bridges back over the same
+    connection, configured from the networkProperties of our BrokerInfo (without them its
+    bridge back had no producer for our forwards and closed the connection on the first
+    one), and messages reach consumers on either side, once, without the bridge restarting."""
+    name = f"net.dxo.{uuid.uuid4().hex[:8]}"
+    config = connector_toml("A", [amq.openwire_port], name="dx-to-amq", duplex=True)
+    with running_broker(config, tmp_path) as a:
+        wait_for(lambda: "bridge to broker" in a.log_text(), "the bridge to ActiveMQ")
+        to_amq = [f"to-amq-{i}" for i in range(50)]
+        to_a = [f"to-a-{i}" for i in range(50)]
+        with (
+            consumer(amq.openwire_port, queue(f"{name}.east")) as on_amq,
+            consumer(a.openwire_port, queue(f"{name}.west")) as on_a,
+        ):
+            wait_for(lambda: f"forwarding queue://{name}.east to" in a.log_text(), "demand at A")
+            send(a.openwire_port, queue(f"{name}.east"), to_amq)
+            send(amq.openwire_port, queue(f"{name}.west"), to_a)
+            assert receive(on_amq, 50) == to_amq
+            assert receive(on_a, 50) == to_a
+            assert quiet(on_amq) and quiet(on_a)
+        # One bridge the whole time: ActiveMQ never closed it.
+        assert a.log_text().count("bridge to broker") == 1
+        assert browse_count(a.openwire_port, queue(f"{name}.east")) == 0
+        assert browse_count(amq.openwire_port, queue(f"{name}.west")) == 0

@@ -180,6 +180,7 @@ class Bridge:
             self.remote.send(Structure(t.BROKER_INFO, {
                 "brokerId": Structure(t.BROKER_ID, {"value": self.local_id}),
                 "brokerName": name, "networkConnection": True, "duplexConnection": s.duplex,
+                "networkProperties": s.network_properties(name),
             }))  # fmt: skip
         connection_info = Structure(t.CONNECTION_INFO, {
             "connectionId": Structure(t.CONNECTION_ID, {"value": self._remote_conn}),

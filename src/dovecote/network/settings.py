@@ -123,6 +123,29 @@ class NetworkConnectorSettings:
     """Beyond ActiveMQ's default: a queue message that came over this bridge may go back
     across it when no consumer is left here (its consumers moved there)."""
 
+    def network_properties(self, broker_name: str) -> str:
+        """The bridge's configuration as its BrokerInfo carries it (``networkProperties``, in
+        java.util.Properties text): the broker at the other end of a duplex connector
+        configures its bridge back from these (without ``duplex`` there, ActiveMQ's bridge
+        back has no producer for what we forward and ends the connection). As ActiveMQ's
+        bridge, networkTTL is left out (messageTTL and consumerTTL say it)."""
+        values: dict[str, object] = {
+            "name": self.name, "brokerName": broker_name, "duplex": self.duplex,
+            "messageTTL": self.message_ttl, "consumerTTL": self.consumer_ttl,
+            "conduitSubscriptions": self.conduit_subscriptions, "dynamicOnly": self.dynamic_only,
+            "decreaseNetworkConsumerPriority": self.decrease_network_consumer_priority,
+            "prefetchSize": self.prefetch_size, "userName": self.user, "password": self.password,
+            "excludedDestinations": _destination_list(self.excluded),
+            "dynamicallyIncludedDestinations": _destination_list(self.dynamically_included),
+            "staticallyIncludedDestinations": _destination_list(self.statically_included),
+        }  # fmt: skip
+        lines = [
+            f"{key}={_properties_escape(_java_text(value))}"
+            for key, value in values.items()
+            if value is not None
+        ]
+        return "\n".join(lines) + "\n"
+
     def wants(self, destination: Destination) -> bool:
         """Whether demand for ``destination`` is bridged (excluded wins; an included list,
         when given, must name it)."""
@@ -131,3 +154,28 @@ class NetworkConnectorSettings:
         if not self.dynamically_included:
             return True
         return any(p.matches(destination) for p in self.dynamically_included)
+
+
+def _destination_list(patterns: tuple[DestinationPattern, ...]) -> str | None:
+    """ActiveMQ's text for a destination list: ``[queue://a, topic://b.>]``."""
+    return f"[{', '.join(str(p) for p in patterns)}]" if patterns else None
+
+
+def _java_text(value: object) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _properties_escape(value: str) -> str:
+    """A value as java.util.Properties.store writes it (what its load reads back)."""
+    out = []
+    for i, char in enumerate(value):
+        if char in "\\=:#!" or (char == " " and i == 0):
+            out.append("\\" + char)
+        elif char == "\n":
+            out.append("\\n")
+        elif not " " <= char <= "~":  # (UTF-16 units, as Java writes them)
+            units = char.encode("utf-16-be")
+            out += [f"\\u{units[j]:02x}{units[j + 1]:02x}" for j in range(0, len(units), 2)]
+        else:
+            out.append(char)
+    return "".join(out)

@@ -26,6 +26,7 @@ from dovecote.config import (
     tls_listeners,
     tls_problem,
 )
+from dovecote.extras import sql_driver_problem
 from dovecote.network.connector import NetworkConnectors
 from dovecote.store.api import PersistenceAdapter
 from dovecote.store.journal import JournalPersistenceAdapter
@@ -51,6 +52,8 @@ def make_store(config: Config) -> PersistenceAdapter:
         from dovecote.store.sql.journaled import JournaledSqlPersistenceAdapter
 
         url = store.url or f"sqlite:///{config.broker.data_dir.resolve() / 'dovecote.db'}"
+        if problem := sql_driver_problem(url):  # e.g. PostgreSQL without its extra
+            raise ConfigError(problem)
         config.broker.data_dir.mkdir(parents=True, exist_ok=True)
         sql = SqlPersistenceAdapter(
             url, create_tables=store.create_tables_on_startup, lease_ms=store.lock_lease_ms

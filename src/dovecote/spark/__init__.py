@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from dovecote.spark.source import DovecoteDataSource
+from dovecote.extras import missing_extra
+
+try:
+    from dovecote.spark.source import DovecoteDataSource
+except ImportError as exc:
+    if (problem := missing_extra(exc, "dovecote.spark")) is None:
+        raise
+    raise ImportError(problem, name=exc.name) from None
 
 
 def register(spark: Any) -> None:

@@ -3,9 +3,16 @@ receiving through the Python client against dovecote or ActiveMQ brokers."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 from dovecote.client import ConnectionFactory
 from dovecote.client.connection import MessageConsumer
@@ -15,12 +22,17 @@ WAIT_S = 30.0
 
 
 def connector_toml(
-    broker: str, remotes: Sequence[int], name: str = "bridge", **options: object
+    broker: str,
+    remotes: Sequence[int],
+    name: str = "bridge",
+    kind: str = "static",
+    **options: object,
 ) -> str:
-    """A broker named ``broker`` with one network connector to the OpenWire ports given."""
+    """A broker named ``broker`` with one network connector to the OpenWire ports given
+    (``kind``: static or masterslave)."""
     uri = ",".join(f"tcp://127.0.0.1:{port}" for port in remotes)
     lines = [f'[broker]\nname = "{broker}"\n', "[[network_connectors]]", f'name = "{name}"',
-             f'uri = "static:({uri})"']  # fmt: skip
+             f'uri = "{kind}:({uri})"']  # fmt: skip
     for key, value in options.items():
         lines.append(f"{key} = {_toml(value)}")
     return "\n".join(lines) + "\n"
@@ -91,3 +103,78 @@ def browse_count(port: int, destination: Destination) -> int:
     with ConnectionFactory(url(port)).create_connection() as connection:
         connection.start()
         return sum(1 for _ in connection.create_session().browse(destination))
+
+
+class Collector(threading.Thread):
+    """Receives from a broker (reconnecting with the failover transport, over the ports
+    given in order) until told to stop; keeps every body and which were redeliveries."""
+
+    def __init__(self, ports: int | Sequence[int], destination: Destination) -> None:
+        super().__init__(daemon=True)
+        self.ports = [ports] if isinstance(ports, int) else list(ports)
+        self.destination = destination
+        self.bodies: list[str] = []
+        self.redelivered: list[str] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        addresses = ",".join(url(port) for port in self.ports)
+        failover = (
+            f"failover:({addresses})?randomize=false&initialReconnectDelay=100"
+            "&maxReconnectDelay=500"
+        )
+        with ConnectionFactory(failover).create_connection() as connection:
+            connection.start()
+            consumer = connection.create_session().create_consumer(self.destination)
+            while not self.done.is_set():
+                message = consumer.receive(0.2)
+                if message is not None:
+                    (self.redelivered if message.redelivered else self.bodies).append(message.text)
+
+
+def quiet_for(collector: Collector, seconds: float = 1.0) -> bool:
+    """Nothing more arrives for a while (a duplicate would come after the last one)."""
+    seen = len(collector.bodies)
+    time.sleep(seconds)
+    return len(collector.bodies) == seen
+
+
+@dataclass
+class Standby:
+    """A broker started on a store another broker holds: it waits as a slave for the lock."""
+
+    process: subprocess.Popen[str]
+    lines: list[str]
+
+    def log_text(self) -> str:
+        return "".join(self.lines)
+
+
+@contextmanager
+def standby_broker(config_toml: str, workdir: Path, openwire_port: int) -> Iterator[Standby]:
+    """``dovecote broker`` in ``workdir`` (whose store a running master holds), once it says
+    it waits as a slave; SIGKILLed at the end if still running."""
+    (workdir / "standby.toml").write_text(config_toml)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dovecote", "broker", "--config", "standby.toml",
+         "--stomp-port", "0", "--openwire-port", str(openwire_port), "--console-port", "0"],
+        cwd=workdir, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+
+    def pump() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    standby = Standby(process, lines)
+    try:
+        wait_for(lambda: "waiting as a slave" in standby.log_text(), "the slave's wait")
+        yield standby
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+        process.wait()

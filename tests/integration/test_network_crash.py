@@ -6,8 +6,6 @@ answered; the receiver drops what it already has)."""
 from __future__ import annotations
 
 import os
-import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -15,34 +13,11 @@ import pytest
 
 from activemq import running_activemq
 from brokers import running_broker
-from dovecote.client import ConnectionFactory
-from dovecote.core.destinations import Destination, queue
-from networks import connector_toml, send, url, wait_for
+from dovecote.core.destinations import queue
+from networks import Collector, connector_toml, quiet_for, send, wait_for
 from ports import free_port
 
 COUNT = 3000 if os.environ.get("DOVECOTE_LONG") else 600
-
-
-class Collector(threading.Thread):
-    """Receives from a broker (reconnecting with the failover transport) until told to
-    stop; keeps every body and which were redeliveries."""
-
-    def __init__(self, port: int, destination: Destination) -> None:
-        super().__init__(daemon=True)
-        self.port, self.destination = port, destination
-        self.bodies: list[str] = []
-        self.redelivered: list[str] = []
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        failover = f"failover:({url(self.port)})?initialReconnectDelay=100&maxReconnectDelay=500"
-        with ConnectionFactory(failover).create_connection() as connection:
-            connection.start()
-            consumer = connection.create_session().create_consumer(self.destination)
-            while not self.done.is_set():
-                message = consumer.receive(0.2)
-                if message is not None:
-                    (self.redelivered if message.redelivered else self.bodies).append(message.text)
 
 
 def test_kill_9_of_the_forwarding_dovecote_loses_and_repeats_nothing(tmp_path: Path) -> None:
@@ -129,10 +104,3 @@ def test_kill_9_of_either_dovecote_of_a_bridge_loses_and_repeats_nothing(
         collector.join(10)
     assert sorted(set(collector.bodies)) == sorted(bodies), "lost"
     assert len(collector.bodies) == COUNT, "delivered twice (not as a redelivery)"
-
-
-def quiet_for(collector: Collector, seconds: float = 1.0) -> bool:
-    """Nothing more arrives for a while (a duplicate would come after the last one)."""
-    seen = len(collector.bodies)
-    time.sleep(seconds)
-    return len(collector.bodies) == seen

@@ -53,7 +53,7 @@ EXPECTED = {
     # drop their durable demand on it); while inactive it still counts as a consumer.
     "durable_unsubscribe": (
         "ActiveMQ.Advisory.Consumer.Topic.adv.durable.R ConsumerInfo(topic://adv.durable.R"
-        " selector=null sub=sub1 noLocal=false) type=Advisory persistent=false"
+        " selector=null sub=sub1 prefetch=100 noLocal=false) type=Advisory persistent=false"
         f" [consumerCount=1:Integer, {ORIGIN}] | ActiveMQ.Advisory.Consumer.Topic.adv.durable.R"
         f" RemoveInfo(ConsumerId) type=Advisory persistent=false [consumerCount=1:Integer,"
         f" {ORIGIN}] | ActiveMQ.Advisory.Consumer.Topic.adv.durable.R RemoveSubscriptionInfo("

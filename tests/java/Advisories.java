@@ -98,9 +98,9 @@ public class Advisories {
             ConsumerInfo ci = (ConsumerInfo) d;
             b.append("(").append(name(ci.getDestination())).append(" selector=").append(ci.getSelector())
                 .append(" sub=").append(ci.getSubscriptionName());
-            // (A durable subscriber's prefetch: ActiveMQ's policy turns the client's 1000 into
-            // 100 on the ConsumerInfo itself; dovecote keeps what the client sent.)
-            if (ci.getSubscriptionName() == null) b.append(" prefetch=").append(ci.getPrefetchSize());
+            // (A durable subscriber's prefetch: the broker's policy turns the client's 1000
+            // into 100 on the ConsumerInfo itself.)
+            b.append(" prefetch=").append(ci.getPrefetchSize());
             b.append(" noLocal=").append(ci.isNoLocal()).append(")");
         } else if (d instanceof ProducerInfo) {
             b.append("(").append(name(((ProducerInfo) d).getDestination())).append(")");

@@ -466,6 +466,7 @@ class Broker:
                 f"cannot consume from temporary destination {destination} of another connection"
             )
         await self.plugins.on_add_consumer(state, info)
+        info = self.settings.policies.for_destination(destination).configure_prefetch(info)
         consumer = Consumer(info, state.sink)
         record = ConsumerRecord(consumer, await attach.attach(self.regions, state, consumer))
         self._consumers[info.consumer_id] = record

@@ -3,11 +3,23 @@ redelivery limit, expiry sweep, and the settings the broker takes from the confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
+from typing import Final
 
+from dovecote.core.commands import (
+    DURABLE_TOPIC_PREFETCH,
+    QUEUE_BROWSER_PREFETCH,
+    QUEUE_PREFETCH,
+    TOPIC_PREFETCH,
+    ConsumerInfo,
+)
 from dovecote.core.destinations import Destination, DestinationType, queue, wildcard_matches
+
+OPTIMIZE_DURABLE_TOPIC_PREFETCH: Final = 1000
+"""What the Java client asks for an auto-acknowledging durable subscriber (its
+optimizeDurableTopicPrefetch); a policy treats it as a default, as ActiveMQ does."""
 
 
 class DeadLetterKind(StrEnum):
@@ -72,6 +84,27 @@ class DestinationPolicy:
     alone and paged in a window at a time, or their bodies in the temp store), so a
     persistent backlog is bounded by the store, not by memory. False is ActiveMQ's
     vmQueueCursor: every message stays in memory and producers wait at the limit."""
+    queue_prefetch: int = QUEUE_PREFETCH
+    queue_browser_prefetch: int = QUEUE_BROWSER_PREFETCH
+    topic_prefetch: int = TOPIC_PREFETCH
+    durable_topic_prefetch: int = DURABLE_TOPIC_PREFETCH
+    """The policy's prefetch sizes: a consumer that asked for its client's default gets the
+    policy's instead (ActiveMQ's policyEntry queuePrefetch etc.); one that asked for
+    anything else keeps it."""
+
+    def configure_prefetch(self, info: ConsumerInfo) -> ConsumerInfo:
+        asked = info.prefetch_size
+        destination = info.destination
+        if info.browser:
+            size = self.queue_browser_prefetch if asked == QUEUE_BROWSER_PREFETCH else asked
+        elif destination.is_queue:
+            size = self.queue_prefetch if asked == QUEUE_PREFETCH else asked
+        elif info.subscription_name is not None:
+            defaults = (DURABLE_TOPIC_PREFETCH, OPTIMIZE_DURABLE_TOPIC_PREFETCH)
+            size = self.durable_topic_prefetch if asked in defaults else asked
+        else:
+            size = self.topic_prefetch if asked == TOPIC_PREFETCH else asked
+        return info if size == asked else replace(info, prefetch_size=size)
 
     def applies_to(self, destination: Destination) -> bool:
         if destination.is_queue != self.for_queues:

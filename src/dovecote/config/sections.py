@@ -9,6 +9,12 @@ from msgspec import Meta, field
 
 from dovecote.broker.policy import DeadLetterKind, DeadLetterStrategy, DestinationPolicy
 from dovecote.config.base import LimitOrUnset, NonNegative, Port, Positive, Section
+from dovecote.core.commands import (
+    DURABLE_TOPIC_PREFETCH,
+    QUEUE_BROWSER_PREFETCH,
+    QUEUE_PREFETCH,
+    TOPIC_PREFETCH,
+)
 
 
 class BrokerSection(Section, frozen=True):
@@ -206,6 +212,12 @@ class PolicyEntry(Section, frozen=True):
     pending_queue_cursor: Literal["store", "vm"] = "store"
     """store (ActiveMQ's default): past 70% of the memory limit, persistent messages wait
     out of memory and producers go on; vm: all stay in memory, producers wait at the limit."""
+    queue_prefetch: NonNegative = QUEUE_PREFETCH
+    queue_browser_prefetch: NonNegative = QUEUE_BROWSER_PREFETCH
+    topic_prefetch: NonNegative = TOPIC_PREFETCH
+    durable_topic_prefetch: NonNegative = DURABLE_TOPIC_PREFETCH
+    """Given to consumers that asked for their client's default prefetch (ActiveMQ's
+    policyEntry queuePrefetch, queueBrowserPrefetch, topicPrefetch, durableTopicPrefetch)."""
 
     def to_policy(self) -> DestinationPolicy:
         options = self.dead_letter_options
@@ -227,6 +239,10 @@ class PolicyEntry(Section, frozen=True):
             memory_limit=self.memory_limit,
             producer_flow_control=self.producer_flow_control,
             store_cursor=self.pending_queue_cursor == "store",
+            queue_prefetch=self.queue_prefetch,
+            queue_browser_prefetch=self.queue_browser_prefetch,
+            topic_prefetch=self.topic_prefetch,
+            durable_topic_prefetch=self.durable_topic_prefetch,
         )
 
 

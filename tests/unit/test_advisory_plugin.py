@@ -157,6 +157,17 @@ async def test_a_deleted_durable_subscription_is_told_of(b: Broker_) -> None:
     ]
 
 
+async def test_a_durable_subscription_deleted_by_an_operator_is_told_of(b: Broker_) -> None:
+    await b.watch("ActiveMQ.Advisory.Consumer.Topic.t")
+    await connect(b)
+    durable = ConsumerInfo(ConsumerId(SESSION, 1), topic("t"), subscription_name="s")
+    await b.broker.process(CLIENT, durable)
+    await b.broker.process(CLIENT, RemoveInfo(durable.consumer_id))
+    b.seen()
+    await b.broker.contents.remove_subscription("cid", "s")  # the admin API's DELETE
+    assert b.seen() == [("ActiveMQ.Advisory.Consumer.Topic.t", RemoveSubscriptionInfo("cid", "s"))]
+
+
 async def test_producers_are_told_of_but_not_anonymous_ones(b: Broker_) -> None:
     await b.watch("ActiveMQ.Advisory.Producer.>")
     await connect(b)

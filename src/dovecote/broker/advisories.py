@@ -196,7 +196,7 @@ class AdvisoryPlugin(BrokerPlugin):
             await self.fire(self._consumer_advisory(destination, _removal(info.consumer_id)))
 
     async def on_remove_subscription(
-        self, state: ConnectionState, info: RemoveSubscriptionInfo, topic: Destination
+        self, state: ConnectionState | None, info: RemoveSubscriptionInfo, topic: Destination
     ) -> None:
         # ActiveMQ tells consumers' watchers (network bridges drop their durable demand).
         if not is_advisory(topic):

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 
 from dovecote.broker import attach, durables, transactions
 from dovecote.broker.acks import settle_ack
@@ -123,7 +124,7 @@ class Broker:
             self._temp_owners,
         )  # fmt: skip
         """The read-only view for everything outside broker/ (admin API, metrics, plugins)."""
-        self.contents = Contents(self.regions)
+        self.contents = Contents(self.regions, partial(self.plugins.on_remove_subscription, None))
         """What destinations hold, changed on request (admin purges, stream requests)."""
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -6,7 +6,7 @@ broker hands this to the admin API and to plugins as ``broker.contents``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 
 from dovecote.broker import durables
@@ -14,6 +14,7 @@ from dovecote.broker.consumer import Entry, release_all
 from dovecote.broker.queue import Queue
 from dovecote.broker.regions import Regions
 from dovecote.broker.topic import TopicSubscription
+from dovecote.core.commands import RemoveSubscriptionInfo
 from dovecote.core.destinations import Destination
 from dovecote.core.errors import BrokerError
 from dovecote.core.message import Message
@@ -23,8 +24,13 @@ Subscription = tuple[str, str]
 
 
 class Contents:
-    def __init__(self, regions: Regions) -> None:
+    def __init__(
+        self,
+        regions: Regions,
+        subscription_removed: Callable[[RemoveSubscriptionInfo, Destination], Awaitable[None]],
+    ) -> None:
         self._regions = regions
+        self._subscription_removed = subscription_removed
 
     async def purge(self, destination: Destination) -> int:
         """Remove every message waiting on a queue (not those a consumer holds
@@ -95,8 +101,11 @@ class Contents:
 
     async def remove_subscription(self, client_id: str, name: str) -> None:
         """Remove an offline durable subscription with what it holds (UnknownSubscriptionError
-        if there is none, BrokerError while a consumer is attached)."""
-        await durables.remove(self._regions, client_id, name)
+        if there is none, BrokerError while a consumer is attached); plugins hear of it as of
+        a client's RemoveSubscriptionInfo (advisories, network bridges)."""
+        topic = await durables.remove(self._regions, client_id, name)
+        info = RemoveSubscriptionInfo(client_id, name)
+        await self._subscription_removed(info, topic)
 
     def _paged_in(self, destination: Destination) -> Queue | None:
         queue = self._regions.queues.get(destination)

@@ -21,7 +21,8 @@ empty tuple (and the per-message ones, not even that: the broker tests a flag fi
 - notifications once something happened (they refuse nothing): ``on_connected(state)``
   once a connection is registered, ``on_consumer_added(state, info)`` once a consumer
   exists (before its first dispatch), ``on_producer_added(state, info)``,
-  ``on_remove_subscription(state, info, topic)`` once a durable subscription is deleted;
+  ``on_remove_subscription(state, info, topic)`` once a durable subscription is deleted
+  (state None when an operator deleted it through the admin API);
   ``on_destination_created(destination, connection_id)`` once a destination exists, however
   it came to (a send, a consumer, a DestinationInfo, a temporary destination; the
   connection that made it, when known), ``on_destination_removed(destination)`` once one is
@@ -156,7 +157,7 @@ class BrokerPlugin:
         return None
 
     async def on_remove_subscription(
-        self, state: ConnectionState, info: RemoveSubscriptionInfo, topic: Destination
+        self, state: ConnectionState | None, info: RemoveSubscriptionInfo, topic: Destination
     ) -> None:
         return None
 
@@ -290,7 +291,7 @@ class PluginChain:
             await plugin.on_producer_added(state, info)
 
     async def on_remove_subscription(
-        self, state: ConnectionState, info: RemoveSubscriptionInfo, topic: Destination
+        self, state: ConnectionState | None, info: RemoveSubscriptionInfo, topic: Destination
     ) -> None:
         for plugin in self._subscription_removed:
             await plugin.on_remove_subscription(state, info, topic)

@@ -15,7 +15,7 @@ import shutil
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import plyvel
 
@@ -89,6 +89,22 @@ def _batch_adds(item: tuple[list[JournalOp], bool]) -> bool:
     return adds_to_store(item[0])
 
 
+Changes = dict[bytes, bytes | None]
+"""One group's puts and deletes (None: delete), as one WriteBatch writes them."""
+
+
+class GroupObserver(Protocol):
+    """Sees each group the store writes (the replicated store: it ships them to slaves)."""
+
+    def prepare(self, changes: Changes) -> None:
+        """Before the group is written (perhaps in a worker thread): may add keys of its own,
+        or refuse the group by raising StoreFailedError."""
+
+    async def written(self, changes: Changes, wanted: bool) -> None:
+        """Once the group is written; its writers are answered when this returns (what it
+        raises fails them). ``wanted``: some batch of the group is waited for."""
+
+
 class LevelDBPersistenceAdapter:
     def __init__(self, directory: Path, disk_syncs: bool = True) -> None:
         self.directory = directory
@@ -102,6 +118,7 @@ class LevelDBPersistenceAdapter:
         """Why writes fail until the database is opened again (see ``_write``)."""
         self.write_cost_s = 0.0
         """A moving average of how long a synced write takes here (inline or in a thread)."""
+        self.observer: GroupObserver | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -176,20 +193,20 @@ class LevelDBPersistenceAdapter:
         if not sync or (
             self.write_cost_s < INLINE_SYNC_LIMIT_S and _group_bytes(group) <= INLINE_SYNC_MAX_BYTES
         ):
-            subscriptions = self._write(batches, sync)
+            changes = self._write(batches, sync)
         else:
             loop = asyncio.get_running_loop()
-            subscriptions = await loop.run_in_executor(None, self._write, batches, sync)
+            changes = await loop.run_in_executor(None, self._write, batches, sync)
         if sync:
             cost = time.perf_counter() - started
             self.write_cost_s = 0.9 * self.write_cost_s + 0.1 * cost
-        self._subscriptions = subscriptions
+        self._subscriptions = changes.subscriptions
+        if self.observer is not None:
+            await self.observer.written(changes.changes, any(wanted for _, wanted in group))
 
-    def _write(
-        self, batches: list[list[JournalOp]], sync: bool
-    ) -> dict[SubscriptionKey, Destination]:
-        """Build the group's changes and write them as one WriteBatch; the subscriptions as
-        the group leaves them."""
+    def _write(self, batches: list[list[JournalOp]], sync: bool) -> GroupChanges:
+        """Build the group's changes and write them as one WriteBatch (the subscriptions in
+        what it returns are as the group leaves them)."""
         db = self._db
         if db is None or self._refusing is not None:
             raise StoreFailedError(self._refusing or "the store could not write: it is closed")
@@ -200,18 +217,55 @@ class LevelDBPersistenceAdapter:
                     changes.apply(op)
             if changes.top_seq:
                 changes.put(SEQ_KEY, U64.pack(changes.top_seq))
-            with db.write_batch(transaction=True, sync=sync) as batch:
-                for key, value in changes.changes.items():
-                    if value is None:
-                        batch.delete(key)
-                    else:
-                        batch.put(key, value)
+            if self.observer is not None:
+                self.observer.prepare(changes.changes)
+            self._write_changes(db, changes.changes, sync)
         except plyvel.Error as exc:  # the disk's failure (full, an I/O error): not ours
             # A log record cut short (or a failed sync) must not have later records after it
             # in the same log: no write until the probe has opened the database again.
             self._refusing = f"the store could not write: {_reason(exc)}"
             raise StoreFailedError(self._refusing) from None
-        return changes.subscriptions
+        return changes
+
+    @staticmethod
+    def _write_changes(db: Any, changes: Changes, sync: bool) -> None:
+        with db.write_batch(transaction=True, sync=sync) as batch:
+            for key, value in changes.items():
+                if value is None:
+                    batch.delete(key)
+                else:
+                    batch.put(key, value)
+
+    # -- for the replicated store: a slave writes the master's groups as they come ---------
+
+    def apply(self, changes: Changes, sync: bool) -> None:
+        """Write a group another store built (a slave's copy of its master's), as is."""
+        if self._db is None:
+            raise StoreFailedError("the store could not write: it is closed")
+        try:
+            self._write_changes(self._db, changes, sync)
+        except plyvel.Error as exc:
+            raise StoreFailedError(f"the store could not write: {_reason(exc)}") from None
+
+    def get(self, key: bytes) -> bytes | None:
+        value: bytes | None = self._reading(lambda db: db.get(key))
+        return value
+
+    def snapshot(self) -> Any:
+        """A consistent read view (plyvel's snapshot: ``iterator``, ``get``, ``close``)."""
+        return self._reading(lambda db: db.snapshot())
+
+    def empty(self) -> None:
+        """Drop every key (a slave about to receive a full copy): the database is destroyed
+        and made again, faster than deleting key by key."""
+        self._close()
+        plyvel.destroy_db(str(self.directory))
+        self._open()
+        self._load()
+
+    def reload(self) -> None:
+        """Read the sequence and subscriptions again, after groups were applied."""
+        self._load()
 
     async def _probe(self) -> None:
         """While writes fail (every 2 s, and after a send that got through): whether the

@@ -3,16 +3,19 @@ receiving through the Python client against dovecote or ActiveMQ brokers."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dovecote.client import ConnectionFactory
 from dovecote.client.connection import MessageConsumer
@@ -60,6 +63,15 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = WAIT_S) -> N
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+def admin_get(console_port: int, path: str) -> Any:
+    """A JSON answer of a broker's admin API (``/api/...``)."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{console_port}{path}", headers={"Host": "localhost"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.load(answer)
 
 
 def url(port: int) -> str:

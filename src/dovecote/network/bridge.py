@@ -40,6 +40,7 @@ from dovecote.core.commands import (
     MessageAck,
     MessageDispatch,
     RemoveInfo,
+    RemoveSubscriptionInfo,
     SessionInfo,
 )
 from dovecote.core.destinations import Destination, queue, topic
@@ -166,6 +167,10 @@ class Bridge:
             "connectionId": self._remote_conn, "sessionId": 1, "value": 1})  # fmt: skip
         self._remote_producer = Structure(t.PRODUCER_ID, {
             "connectionId": self._remote_conn, "sessionId": 1, "value": 1})  # fmt: skip
+        self.durable_remote: dict[Destination, set[tuple[str | None, str]]] = {}
+        """The remote durable subscriptions (client id when the advisory says it, name) each
+        network durable subscription here is kept for: when the last is deleted, so is it."""
+        self.local_client_id = ""
         self.failure: str | None = None
         self._stopped = asyncio.Event()
 
@@ -203,6 +208,7 @@ class Bridge:
         }))  # fmt: skip
         # One local connection per remote broker (a static: list bridges to several).
         local_client_id = f"{s.name}_{name}_inbound_{self.remote.remote_broker_name}"
+        self.local_client_id = local_client_id
         info = ConnectionInfo(self.connection_id, local_client_id, s.user, s.password)
         peer = Peer(self.remote.peer_address, "network")
         await self.broker.add_connection(info, self._on_local_dispatch, peer)
@@ -214,6 +220,25 @@ class Bridge:
                 continue  # demand on a wildcard comes from the remote's consumers
             static = queue(pattern.pattern) if pattern.queues else topic(pattern.pattern)
             await self._subscribe(("static", static), static, None, None, 0, (), static=True)
+        if not s.dynamic_only:
+            await self._reactivate_durables()
+
+    async def _reactivate_durables(self) -> None:
+        """ActiveMQ's dynamicOnly = false (its default): the network durable subscriptions
+        an earlier bridge of this connector left here are active from the bridge's start, for
+        its whole life (what they kept goes to the remote broker, whose durable subscriptions
+        keep it), rather than only once a remote subscriber's advisory comes again."""
+        prefix = f"NC-DS_{self.broker.settings.broker_name}_"
+        for view in self.broker.query.durable_subscriptions():
+            if (
+                view.client_id == self.local_client_id
+                and view.name.startswith(prefix)
+                and not view.active
+                and self.settings.wants(view.destination)
+            ):
+                await self._subscribe(("durable", view.destination), view.destination, None,
+                                      None, 0, (), static=True,
+                                      subscription_name=view.name)  # fmt: skip
 
     async def run(self) -> str:
         """Forward until the remote connection ends or ``stop``; returns why it ended."""
@@ -283,6 +308,8 @@ class Bridge:
                 await self._remote_consumer_added(data)
             elif data.type == t.REMOVE_INFO and data["objectId"] is not None:
                 await self._remote_consumer_removed(consumer_key(data["objectId"]))
+            elif data.type == t.REMOVE_SUBSCRIPTION_INFO:
+                await self._remote_subscription_deleted(dispatch["destination"], data)
 
     async def _duplex_demand(self, info: Structure) -> None:
         """The remote's bridge back subscribes to our advisories: forward them to it."""
@@ -315,6 +342,8 @@ class Bridge:
         demand_key: Any = (destination, None) if conduit else key
         durable_key = ("durable", destination)
         if destination.is_topic and info["subscriptionName"]:
+            remote_subscription = (info["clientId"] or None, str(info["subscriptionName"]))
+            self.durable_remote.setdefault(destination, set()).add(remote_subscription)
             await self._subscribe_durably(destination, key, path)
             return
         if conduit and durable_key in self.demands:
@@ -340,6 +369,40 @@ class Bridge:
             self.demands[durable_key].remote |= plain.remote
             plain.remote.clear()
             await self._unsubscribe((destination, None), plain)
+
+    async def _remote_subscription_deleted(
+        self, advisory_topic: Structure | None, info: Structure
+    ) -> None:
+        """A remote durable subscription was deleted (its advisory on the topic's consumer
+        advisory topic): when no other remote durable subscription known to this bridge
+        needs the topic's network durable subscription here, it is deleted too, with what
+        it kept. Ones this bridge never saw (they were away since it started) keep it."""
+        advisory = str(advisory_topic["physicalName"] or "") if advisory_topic else ""
+        name = advisory.removeprefix(f"{ADVISORY_PREFIX}Consumer.Topic.")
+        destination = topic(name)
+        known = self.durable_remote.get(destination)
+        if name == advisory or not known:
+            return
+        client_id, subscription = info["clientId"] or None, str(info["subcriptionName"] or "")
+        known -= {(c, n) for c, n in known if n == subscription and c in (None, client_id)}
+        if known:
+            return
+        del self.durable_remote[destination]
+        durable_key = ("durable", destination)
+        demand = self.demands.get(durable_key)
+        plain: set[tuple[Any, ...]] = set()
+        if demand is not None:
+            plain = set(demand.remote)  # non-durable subscribers it served: a plain conduit
+            await self._unsubscribe(durable_key, demand)
+        local_name = f"NC-DS_{self.broker.settings.broker_name}_{destination.name}"
+        with contextlib.suppress(DovecoteError):  # (already gone)
+            await self.broker.process(
+                self.connection_id, RemoveSubscriptionInfo(self.local_client_id, local_name)
+            )
+        log.info("bridge %s: network durable subscription %s removed (the remote one was)",
+                 self.settings.name, local_name)  # fmt: skip
+        for key in plain:
+            await self._subscribe((destination, None), destination, key, None, 0, ())
 
     async def _subscribe(
         self,

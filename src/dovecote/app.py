@@ -3,8 +3,11 @@ together. The CLI and the test fixtures both go through here."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import ssl
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,6 +28,7 @@ from dovecote.config import (
     network_settings,
     tls_listeners,
     tls_problem,
+    with_ports,
 )
 from dovecote.extras import sql_driver_problem
 from dovecote.network.connector import NetworkConnectors
@@ -42,7 +46,11 @@ from dovecote.web.console import Console
 log = logging.getLogger("dovecote")
 
 
-def make_store(config: Config) -> PersistenceAdapter:
+def make_store(
+    config: Config, on_demoted: Callable[[str], None] | None = None
+) -> PersistenceAdapter:
+    """The configured store; ``on_demoted(reason)``: a replicated store's master is master
+    no more (the app starts again as a slave)."""
     store = config.store
     if not config.broker.persistent or store.kind == "memory":
         return MemoryPersistenceAdapter()
@@ -69,6 +77,8 @@ def make_store(config: Config) -> PersistenceAdapter:
         )
     if store.kind == "leveldb":
         return _leveldb_store(config)
+    if store.kind == "replicated-leveldb":
+        return _replicated_store(config, on_demoted)
     return JournalPersistenceAdapter(
         config.broker.data_dir / "journal",
         max_file_length=store.journal_max_file_length,
@@ -90,8 +100,47 @@ def _leveldb_store(config: Config) -> PersistenceAdapter:
             'pip install "dovecote[leveldb]"'
         ) from None
     return LevelDBPersistenceAdapter(
-        config.broker.data_dir / "leveldb", disk_syncs=config.store.enable_journal_disk_syncs
+        leveldb_directory(config), disk_syncs=config.store.enable_journal_disk_syncs
     )
+
+
+def leveldb_directory(config: Config) -> Path:
+    return config.store.directory or config.broker.data_dir / "leveldb"
+
+
+def _replicated_store(
+    config: Config, on_demoted: Callable[[str], None] | None
+) -> PersistenceAdapter:
+    # Imported here: plyvel and kazoo are the replicated extra, not every broker's.
+    try:
+        from dovecote.store.replicated.adapter import ReplicatedLevelDBStore
+        from dovecote.store.replicated.settings import ReplicationSettings, host_port
+        from dovecote.store.replicated.zookeeper import ZooKeeperCoordinator, ZooKeeperSettings
+    except ImportError as exc:
+        if exc.name not in ("plyvel", "kazoo"):
+            raise
+        raise ConfigError(
+            f'store.kind = "replicated-leveldb" needs {exc.name}, which is not installed: '
+            'pip install "dovecote[replicated]"'
+        ) from None
+    s = config.store
+    host, port = host_port(s.bind)
+    # The node id names this broker in the group: its replication address, stable across
+    # restarts (brokers of one group may share a broker name, as ActiveMQ's must).
+    node_id = f"{s.hostname or host}:{port}" if port else f"{config.broker.name}@{host}"
+    settings = ReplicationSettings(
+        directory=leveldb_directory(config),
+        node_id=node_id,
+        bind=s.bind,
+        hostname=s.hostname,
+        replicas=s.replicas,
+        sync=s.sync,
+        disk_syncs=s.enable_journal_disk_syncs,
+    )
+    zookeeper = ZooKeeperSettings(
+        s.zk_address, s.zk_path, s.zk_session_timeout_ms / 1000, s.replicas
+    )
+    return ReplicatedLevelDBStore(settings, ZooKeeperCoordinator(zookeeper), on_demoted)
 
 
 def store_directory(config: Config) -> Path | None:
@@ -101,6 +150,8 @@ def store_directory(config: Config) -> Path | None:
         return None
     if store.kind == "journal":
         return config.broker.data_dir / "journal"
+    if store.kind in ("leveldb", "replicated-leveldb"):
+        return leveldb_directory(config)
     if store.url and not store.url.startswith("sqlite"):
         return None
     return config.broker.data_dir
@@ -229,7 +280,16 @@ class BrokerApp:
     def __init__(self, config: Config) -> None:
         check_exposure(config)  # secure by default: not open beyond loopback by mistake
         self.config = config
-        self.broker = Broker(disk_capped(config), make_store(config), plugins=make_plugins(config))
+        self.replicated = config.broker.persistent and config.store.kind == "replicated-leveldb"
+        """A replicated store: start() waits as a slave until elected; a master demoted
+        closes everything and starts again as a slave (ActiveMQ's replicated LevelDB)."""
+        self._rejoining: asyncio.Task[None] | None = None
+        self._build()
+
+    def _build(self) -> None:
+        config = self.config
+        store = make_store(config, on_demoted=self._demoted)
+        self.broker = Broker(disk_capped(config), store, plugins=make_plugins(config))
         self.disk_watch = disk_watch(config, self.broker)
         self.stomp: StompServer | None = None
         if config.stomp.enabled:
@@ -271,6 +331,10 @@ class BrokerApp:
             )
 
     async def start(self) -> None:
+        if self.replicated and self.console is not None:
+            # First: a slave's admin API answers (its role and the replicas it sees) while
+            # start() waits below for the store to be elected master.
+            await self.console.start()
         await self.broker.start()
         self.disk_watch.start()
         if self.stomp is not None:
@@ -286,12 +350,43 @@ class BrokerApp:
             await self.stomp_ssl.start()
         if self.auto is not None:
             await self.auto.start()
-        if self.console is not None:
+        if self.console is not None and not self.replicated:
             await self.console.start()
         kind = self.config.store.kind if self.config.broker.persistent else "memory"
         log.info("broker %r started (store: %s)", self.config.broker.name, kind)
+        if self.replicated:  # a restart as a slave, then master, listens where this one does
+            self.config = with_ports(
+                self.config,
+                stomp=self.stomp.port if self.stomp is not None else None,
+                openwire=self.openwire.port if self.openwire is not None else None,
+                console=self.console.port if self.console is not None else None,
+            )
+
+    def _demoted(self, reason: str) -> None:
+        """The store is master no more: its writes fail from now on."""
+        if self._rejoining is None or self._rejoining.done():
+            self._rejoining = asyncio.get_running_loop().create_task(self._rejoin(reason))
+
+    async def _rejoin(self, reason: str) -> None:
+        log.warning(
+            "broker %r is no longer master (%s): closing its connections, starting again "
+            "as a slave", self.config.broker.name, reason,
+        )  # fmt: skip
+        await self._stop_parts()
+        self._build()
+        try:
+            await self.start()
+        except (OSError, ConfigError) as exc:
+            log.error("broker %r cannot start again: %s", self.config.broker.name, exc)
 
     async def stop(self) -> None:
+        if self._rejoining is not None and not self._rejoining.done():
+            self._rejoining.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._rejoining
+        await self._stop_parts()
+
+    async def _stop_parts(self) -> None:
         if self.console is not None:
             await self.console.stop()
         if self.auto is not None:

@@ -9,6 +9,7 @@ from msgspec import Meta, field
 
 from dovecote.broker.policy import DeadLetterKind, DeadLetterStrategy, DestinationPolicy
 from dovecote.config.base import LimitOrUnset, NonNegative, Port, Positive, Section
+from dovecote.config.replication import ReplicatedStoreOptions
 from dovecote.core.commands import (
     DURABLE_TOPIC_PREFETCH,
     QUEUE_BROWSER_PREFETCH,
@@ -39,11 +40,15 @@ class BrokerSection(Section, frozen=True):
     and network bridges rely on them. Off: none at all, as in ActiveMQ."""
 
 
-class StoreSection(Section, frozen=True):
-    kind: Literal["journal", "sql", "journaled-sql", "leveldb", "memory"] = "journal"
+class StoreSection(ReplicatedStoreOptions, frozen=True):
+    kind: Literal["journal", "sql", "journaled-sql", "leveldb", "replicated-leveldb", "memory"] = (
+        "journal"
+    )
     """The persistence adapter: the journal (KahaDB's design, under data_dir/journal), sql
     (ActiveMQ's JDBC design), journaled-sql (a journal in front of sql), leveldb (an LSM
-    tree under data_dir/leveldb; needs the leveldb extra, plyvel), or memory."""
+    tree under data_dir/leveldb; needs the leveldb extra, plyvel), replicated-leveldb
+    (leveldb replicated to a group elected through ZooKeeper, config/replication.py; needs
+    the replicated extra), or memory."""
     journal_max_file_length: Annotated[int, Meta(gt=4096)] = 32 * 1024 * 1024
     """Data files roll over at this size (journalMaxFileLength)."""
     enable_journal_disk_syncs: bool = True

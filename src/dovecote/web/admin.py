@@ -16,6 +16,7 @@ broker's state directly and consistently; nothing here blocks.
     GET    /metrics                              Prometheus text format
     GET    /api/csrf                             a CSRF token for the console's own forms
     GET    /api/openapi.json                     the API described (web/openapi.py)
+    GET    /api/health, /api/replication         role and replicas (web/replication.py)
 
 The console's other actions are in web/admin_actions.py, its HTML pages in web/pages.py.
 A send takes ?persistent=&priority=&delay=&timeToLive=&correlationId=&type=&replyTo= and
@@ -61,6 +62,7 @@ from dovecote.web.access import (
     CsrfTokens,
 )
 from dovecote.web.admin_actions import RateHistory, action_routes, message_json
+from dovecote.web.replication import StandbyGuard, replication_routes
 
 MAX_BROWSE = 1000
 _KINDS = {"queues": queue, "topics": topic}
@@ -289,6 +291,7 @@ def admin_app(
             # Before /api/{kind}/{name}, which would take /api/connections/{id}.
             *action_routes(broker, history or RateHistory(broker)),
             Route("/api/openapi.json", openapi_schema),
+            *replication_routes(broker),
             # Before /api/{kind}/{name}, which would take /api/scheduler/jobs.
             Route("/api/scheduler/jobs", scheduled_jobs),
             Route("/api/scheduler/jobs", cancel_jobs, methods=["DELETE"]),
@@ -306,7 +309,10 @@ def admin_app(
             Route("/api/csrf", csrf_token),
             *pages.page_routes(broker, access, tokens),
         ],
-        middleware=[Middleware(AccessGuard, access=access, tokens=tokens)],
+        middleware=[
+            Middleware(AccessGuard, access=access, tokens=tokens),
+            Middleware(StandbyGuard, broker=broker),  # a replicated store's slave
+        ],
         exception_handlers={
             ValueError: bad_request,
             DovecoteError: bad_request,

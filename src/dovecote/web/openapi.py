@@ -170,6 +170,10 @@ SCHEMA: dict[str, Any] = {
         },
         "/api/csrf": {"get": _op("a CSRF token for HTML forms")},
         "/api/openapi.json": {"get": _op("this description")},
+        "/api/health": {"get": _op("serving or standing by: the role, the store's state")},
+        "/api/replication": {
+            "get": _op("a replicated store: role, position and the replicas seen (else 404)")
+        },
         "/metrics": {"get": _op("Prometheus metrics (text format)")},
     },
 }

@@ -232,8 +232,7 @@ class ZooKeeperCoordinator:
         if _same(role, self._role):
             return
         self._role = role
-        if role.kind != "waiting" or role.reason != "stopped":
-            log.info("replication role: %s", _describe(role))
+        log.debug("replication role: %s", _describe(role))  # the store logs what it does
         for queue in self._listeners:
             queue.put_nowait(role)
 

@@ -146,7 +146,10 @@ def _render(conv: Conversion, xml_path: Path) -> str:
         (
             "Placeholders resolved",
             [
+                # activemq.* are paths; other values may be passwords: where they came from
                 f"${{{name}}} = {value!r} ({why})"
+                if name.startswith("activemq.")
+                else f"${{{name}}}: {why}"
                 for name, (value, why) in conv.placeholders.used.items()
             ],
         ),

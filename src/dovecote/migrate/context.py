@@ -167,8 +167,21 @@ class Conversion:
             return "(the file)"
         tag = local(element.tag)
         if attr is not None:
-            return f'<{tag} {attr}="{element.get(attr, "")}">'
-        for key in ("name", "queue", "topic", "uri", "class", "resource", "id"):
+            value = element.get(attr, "")
+            if "password" in attr.lower() and "${" not in value:
+                value = "..."  # a password in the clear stays out of the output
+            return f'<{tag} {attr}="{value}">'
+        for key in (
+            "name",
+            "queue",
+            "topic",
+            "tempQueue",
+            "tempTopic",
+            "uri",
+            "class",
+            "resource",
+            "id",
+        ):
             if key in element.attrib:
                 return f'<{tag} {key}="{element.get(key)}">'
         return f"<{tag}>"
@@ -184,7 +197,7 @@ class Conversion:
     ) -> None:
         """Name what is not carried over: ``label`` (default: the element or attribute), its
         line and why."""
-        if element is not None and attr is None and label is None:
+        if element is not None and attr is None:
             for inner in element.iter():  # the whole element: nothing below it is named again
                 self.use(inner, *inner.attrib)
         elif element is not None:

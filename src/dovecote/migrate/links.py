@@ -61,30 +61,32 @@ def _connector(conv: Conversion, connector: ET.Element) -> None:
     if match is None:
         conv.leftover(
             connector,
-            "uri",
+            None,
             "dovecote bridges to static:(...) and masterslave:(...) "
             "lists of tcp:// brokers (no discovery)",
+            conv.describe(connector, "uri"),
         )
         return
     try:
         NetworkConnectorSection(uri=match["uri"]).to_settings(0)
     except ConfigError as exc:
-        conv.leftover(connector, "uri", str(exc).partition(": ")[2])
+        reason = str(exc).partition(": ")[2]
+        conv.leftover(connector, None, reason, conv.describe(connector, "uri"))
         return
     table = conv.array_table("network_connectors")
     conv.put(table, "uri", match["uri"], connector, "uri")
     for key, value in parse_qsl(match["query"] or "", keep_blank_values=True):
         label = f"{conv.describe(connector, 'uri')} option {key}={value}"
         if key not in _URI_OPTIONS:
-            conv.leftover(connector, None, NO_EQUIVALENT, label)
+            conv.leftover(connector, "uri", NO_EQUIVALENT, label)
             continue
         target, parse = _URI_OPTIONS[key]
         try:
             conv.put(
-                table, target, parse(value), connector, None, f"{key}={value} in its uri", label
+                table, target, parse(value), connector, "uri", f"{key}={value} in its uri", label
             )
         except ValueError as exc:
-            conv.leftover(connector, None, str(exc), label)
+            conv.leftover(connector, "uri", str(exc), label)
     for attr, (key, parse) in _ATTRIBUTES.items():
         if attr in connector.attrib and (value := conv.typed(connector, attr, parse)) is not None:
             conv.put(table, key, value, connector, attr)

@@ -166,15 +166,15 @@ def _option(
         return
     label = f"{conv.describe(connector, 'uri')} option {option}"
     if mapped is None:
-        conv.leftover(connector, None, NO_EQUIVALENT, label)
+        conv.leftover(connector, "uri", NO_EQUIVALENT, label)
         return
     target, parse = mapped
     try:
         parsed = parse(value)
     except ValueError as exc:
-        conv.leftover(connector, None, str(exc), label)
+        conv.leftover(connector, "uri", str(exc), label)
         return
-    conv.put(conv.table(section), target, parsed, connector, None, f"{option} in {where}", label)
+    conv.put(conv.table(section), target, parsed, connector, "uri", f"{option} in {where}", label)
 
 
 def convert_ssl_context(conv: Conversion, broker: ET.Element, listeners: set[str]) -> None:

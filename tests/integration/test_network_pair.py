@@ -325,3 +325,46 @@ def test_a_bridge_logs_in_to_a_broker_with_security_on(tmp_path: Path) -> None:
                 wait_for(lambda: f"forwarding queue://{name} to" in a.log_text(), "demand")
                 send(a.openwire_port, queue(name), ["in"])
                 assert receive(on_b, 1) == ["in"]
+
+
+def test_a_send_refused_on_an_accepted_duplex_connection_is_answered(tmp_path: Path) -> None:
+    """B's authorization lets A's duplex bridge write to dx.ok.> only: a forward to
+    dx.secret.> is answered with B's refusal (A's bridge reports it, as ActiveMQ's ends its
+    bridge on a refused forward), where B used to close the connection without a word."""
+    name = unique("dx")
+    b_port = free_port()
+    b_config = (
+        '[broker]\nname = "B"\n[security]\nallow_anonymous = true\n'
+        'anonymous_groups = ["admins"]\n[[security.users]]\nname = "bridge"\n'
+        f'password = "{hash_password("s3cret")}"\ngroups = ["bridges"]\n'
+    )
+    for kind, pattern, groups in (
+        ("queue", ">", '["admins"]'),
+        ("queue", "dx.ok.>", '["bridges"]'),
+        ("topic", ">", '["admins"]'),
+        ("topic", "ActiveMQ.Advisory.>", '["admins", "bridges"]'),
+    ):
+        b_config += (
+            f'[[security.authorization]]\n{kind} = "{pattern}"\n'
+            f"read = {groups}\nwrite = {groups}\nadmin = {groups}\n"
+        )
+    a_config = connector_toml("A", [b_port], name="a-b", duplex=True, user="bridge",
+                              password="s3cret", initial_reconnect_delay_ms=200)  # fmt: skip
+    with running_broker(b_config, wd(tmp_path, "b"), openwire_port=b_port) as b, \
+            running_broker(a_config, wd(tmp_path, "a")) as a:  # fmt: skip
+        wait_for(lambda: bridges(a)[0]["state"] == "connected", "the bridge")
+        with (
+            consumer(b_port, queue(f"dx.ok.{name}")) as on_ok,
+            consumer(b_port, queue(f"dx.secret.{name}")),
+        ):
+            wait_for(lambda: f"forwarding queue://dx.secret.{name} to" in a.log_text(), "demand")
+            send(a.openwire_port, queue(f"dx.ok.{name}"), ["fine"])
+            assert receive(on_ok, 1) == ["fine"]
+            send(a.openwire_port, queue(f"dx.secret.{name}"), ["hidden"])
+            wait_for(
+                lambda: "refused a forwarded message" in str(bridges(a)[0]["last_error"]),
+                "the refusal, told to A",
+            )
+        assert "not authorized" in str(bridges(a)[0]["last_error"]).lower()
+        assert "closing it" not in b.log_text()
+        assert browse_count(a.openwire_port, queue(f"dx.secret.{name}")) == 1  # kept on A

@@ -224,7 +224,8 @@ class OpenWireConnection:
                             or not self._negotiated
                             or structure.type in self._bridge_frames
                         ):
-                            stage = _HANDSHAKE
+                            # (A duplex bridge's sends come this way too: refused, answered.)
+                            stage = _RUNNING if structure.type in MESSAGE_TYPES else _HANDSHAKE
                             if not await self._handle(structure):
                                 return
                             continue

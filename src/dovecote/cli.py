@@ -125,32 +125,32 @@ def tune_collector() -> None:
 
 
 def produce(args: argparse.Namespace) -> None:
-    """Send COUNT text messages of SIZE bytes."""
-    print(_tool("produce", args.url, args.destination, args.count, args.size, args.persistent))
+    """Send COUNT messages: a body given, a file's content, or SIZE characters."""
+    from dovecote.tools import body_of
+
+    body = body_of(args.body, args.file, args.size)
+    _tool("produce", args.url, args.destination, args.count, args.persistent, body,
+          args.header, args.property)  # fmt: skip
 
 
 def consume(args: argparse.Namespace) -> None:
     """Receive up to COUNT messages."""
-    print(_tool("consume", args.url, args.destination, args.count, args.timeout))
+    _tool("consume", args.url, args.destination, args.count, args.timeout)
 
 
 def browse(args: argparse.Namespace) -> None:
-    """Show the messages on a queue without consuming them."""
-    lines, summary = _tool("browse", args.url, args.destination, args.limit)
-    for line in lines:
-        print(line)
-    print(summary)
+    """Show the first messages on a queue without consuming them."""
+    _tool("browse", args.url, args.destination, args.limit)
 
 
 def purge(args: argparse.Namespace) -> None:
     """Remove every message from a queue."""
-    print(_tool("purge", args.url, args.destination, args.admin))
+    _tool("purge", args.url, args.destination, args.admin)
 
 
 def dstat(args: argparse.Namespace) -> None:
     """Destination statistics: sizes, producers, consumers, enqueues, dequeues."""
-    for line in _tool("dstat", args.url, args.admin, args.kind, args.interval):
-        print(line)
+    _tool("dstat", args.url, args.admin, args.kind, args.interval)
 
 
 def passwd(args: argparse.Namespace) -> None:
@@ -180,15 +180,38 @@ def import_config(args: argparse.Namespace) -> None:
         raise CommandError(str(exc), 2) from None
 
 
-def _tool(name: str, *args: object) -> Any:
+def _tool(name: str, *args: object) -> None:
+    """Run a client tool: its table on stdout, then its summary line; after Ctrl-C the
+    summary says so and the exit code is 130, as for a shell command interrupted."""
     # The client and rich load only for the tools, not in the broker process.
+    from rich.console import Console
+
     from dovecote import tools
     from dovecote.client import JMSError, OptionError
 
     try:
-        return getattr(tools, name)(*args)
+        outcome = getattr(tools, name)(*args)
     except (OptionError, DovecoteError, JMSError, OSError) as exc:
         raise CommandError(str(exc), 1) from None
+    if outcome.table is not None:
+        # Without a terminal, as wide as the table is (not 80 columns), for scripts.
+        Console(width=None if sys.stdout.isatty() else 10_000).print(outcome.table)
+    print(outcome.summary, flush=True)
+    if outcome.interrupted:
+        sys.exit(INTERRUPTED)
+
+
+INTERRUPTED = 130
+"""The exit code of a command ended by Ctrl-C (128 + SIGINT), as shells report it."""
+
+
+class _ShowDefaults(argparse.ArgumentDefaultsHelpFormatter):
+    """--help gives each option's default where it has one (not None, [] or a flag's off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, []) or isinstance(action, argparse._StoreTrueAction):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -200,7 +223,12 @@ def parser() -> argparse.ArgumentParser:
 
     def command(run: Any) -> argparse.ArgumentParser:
         doc = run.__doc__.strip()
-        sub = commands.add_parser(run.__name__.replace("_", "-"), help=doc, description=doc)
+        sub = commands.add_parser(
+            run.__name__.replace("_", "-"),
+            help=doc,
+            description=doc,
+            formatter_class=_ShowDefaults,
+        )
         sub.set_defaults(run=run)
         return sub
 
@@ -243,7 +271,35 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("destination", help="queue://NAME, topic://NAME or NAME.")
     url(sub)
     sub.add_argument("--count", type=int, default=1000, help="Messages to send.")
-    sub.add_argument("--size", type=int, default=1024, help="Body size in bytes.")
+    body = sub.add_mutually_exclusive_group()
+    body.add_argument("--body", "-b", help="The body of every message (text).")
+    body.add_argument(
+        "--file",
+        "-f",
+        type=Path,
+        help="Send this file's content (text when it is UTF-8, else a bytes message).",
+    )
+    body.add_argument(
+        "--size", type=int, default=1024, help="Without --body or --file: body size in bytes."
+    )
+    sub.add_argument(
+        "--header",
+        "-H",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="A JMS header: correlation-id, type, reply-to, priority, time-to-live (ms) or "
+        "group-id (JMS names too: JMSCorrelationID, ...). Repeat for more.",
+    )
+    sub.add_argument(
+        "--property",
+        "-P",
+        action="append",
+        default=[],
+        metavar="NAME[:TYPE]=VALUE",
+        help="A message property; TYPE string (default), int, long, double or bool. "
+        "Repeat for more. Each message also has seq = its number from 0.",
+    )
     sub.add_argument(
         "--persistent",
         action=argparse.BooleanOptionalAction,
@@ -262,7 +318,9 @@ def parser() -> argparse.ArgumentParser:
     sub = command(browse)
     sub.add_argument("destination", help="queue://NAME or NAME.")
     url(sub)
-    sub.add_argument("--limit", type=int, default=20, help="Messages to print.")
+    sub.add_argument(
+        "--limit", type=int, default=20, help="Messages to show and read (0: all of them)."
+    )
 
     sub = command(purge)
     sub.add_argument("destination", help="queue://NAME or NAME.")
@@ -293,3 +351,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     except CommandError as exc:
         print(f"dovecote: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:  # Ctrl-C where a tool does not count (connecting), or twice
+        print(f"dovecote {args.run.__name__}: interrupted", file=sys.stderr)
+        sys.exit(INTERRUPTED)

@@ -133,3 +133,12 @@ def test_sigterm_stops_a_slave_waiting_for_the_store_lock(tmp_path: Path) -> Non
                 slave.kill()
                 slave.wait()
         assert _stomp_connect(master.stomp_port).startswith(b"CONNECTED")
+
+
+def test_help_shows_the_defaults() -> None:
+    produce = _run("produce", "--help").stdout
+    assert "(default: tcp://127.0.0.1:61616)" in " ".join(produce.split())
+    assert "(default: 1000)" in produce and "(default: 1024)" in produce
+    assert "(default: None)" not in produce and "(default: [])" not in produce
+    assert "(default: info)" in _run("broker", "--help").stdout
+    assert "(default: 20)" in _run("browse", "--help").stdout

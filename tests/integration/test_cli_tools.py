@@ -1,19 +1,29 @@
 """dovecote's command-line tools (SPEC O2) on the Python client, against dovecote and
-against a real ActiveMQ 5.17: the counts they report are the counts that moved."""
+against a real ActiveMQ 5.17: the counts they report are the counts that moved; what
+produce sends (body, file, headers, properties) is what a consumer gets; browse reads no
+more than it shows; Ctrl-C (a real SIGINT) ends a tool with its summary line, exit 130."""
 
 from __future__ import annotations
 
+import http.server
+import json
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from activemq import running_activemq
-from brokers import running_broker
-from dovecote.client import ConnectionFactory
+from brokers import BrokerProcess, running_broker
+from dovecote.client import ConnectionFactory, JavaInt
 from dovecote.core.destinations import queue
 
 
@@ -72,8 +82,11 @@ def test_produce_browse_consume_purge(url: str) -> None:
     assert "Produced: 300 messages" in tool("produce", queue, "--url", url, "--count", "300",
                                             "--size", "256", "--no-persistent")  # fmt: skip
     browsed = tool("browse", queue, "--url", url, "--limit", "3")
-    assert "Browsed: 300 messages" in browsed
-    assert len(browsed.strip().splitlines()) == 4  # three messages shown, then the count
+    assert "Browsed: 3 messages" in browsed and "(--limit reached)" in browsed
+    header, *shown, _ = browsed.strip().splitlines()
+    assert header.split() == ["Message", "ID", "Timestamp", "Properties", "Body"]
+    assert len(shown) == 3 and all("x" * 60 in line for line in shown)
+    assert "Browsed: 300 messages" in tool("browse", queue, "--url", url, "--limit", "0")
     assert "Consumed: 100 messages" in tool("consume", queue, "--url", url, "--count", "100")
     assert "Purged: 200 messages" in tool("purge", queue, "--url", url)
     assert "Browsed: 0 messages" in tool("browse", queue, "--url", url)
@@ -136,3 +149,226 @@ def test_dstat_without_an_answering_broker_names_the_problem(target: Target) -> 
     assert "cannot reach the admin API at http://127.0.0.1:1" in unreachable.stderr
     bad = run_tool("dstat", "queues", "--url", target.url)
     assert bad.returncode == 1 and "unknown destination type 'queues'" in bad.stderr
+
+
+def received(url: str, name: str, n: int) -> list:  # type: ignore[type-arg]
+    with ConnectionFactory(url).create_connection() as connection:
+        connection.start()
+        consumer = connection.create_session().create_consumer(queue(name))
+        return [consumer.receive(10) for _ in range(n)]
+
+
+def test_produce_takes_a_body_a_file_headers_and_properties(url: str, tmp_path: Path) -> None:
+    name = f"produce.{uuid.uuid4().hex[:8]}"
+    tool("produce", name, "--url", url, "--count", "2", "--body", "hello there",
+         "-H", "correlation-id=order-7", "-H", "type=greeting", "-H", "priority=7",
+         "-H", "reply-to=queue://answers", "-H", "group-id=g1",
+         "-P", "color=red", "-P", "weight:int=12", "-P", "ok:bool=true",
+         "-P", "ratio:double=0.5")  # fmt: skip
+    binary = tmp_path / "payload.bin"
+    binary.write_bytes(bytes(range(256)))
+    tool("produce", name, "--url", url, "--count", "1", "--file", str(binary))
+    first, second, from_file = received(url, name, 3)
+    assert first.body == "hello there" and second.body == "hello there"
+    assert first.correlation_id == "order-7" and first.type == "greeting"
+    assert first.priority == 7 and first.reply_to == queue("answers")
+    assert first.properties["color"] == "red"
+    assert first.properties["weight"] == 12 and isinstance(first.properties["weight"], JavaInt)
+    assert first.properties["ok"] is True and first.properties["ratio"] == 0.5
+    assert first.properties["JMSXGroupID"] == "g1"
+    assert (first.properties["seq"], second.properties["seq"]) == (0, 1)
+    assert from_file.body == bytes(range(256))
+
+
+def test_produce_names_a_bad_header_or_property() -> None:
+    bad = run_tool("produce", "q", "-H", "colour=red")
+    assert bad.returncode == 1 and "unknown header 'colour'" in bad.stderr
+    bad = run_tool("produce", "q", "-P", "n:int=many")
+    assert bad.returncode == 1 and "property n:int='many' is not a int" in bad.stderr
+    bad = run_tool("produce", "q", "-P", "novalue")
+    assert bad.returncode == 1 and "write it as NAME=VALUE" in bad.stderr
+
+
+class CountingProxy:
+    """A TCP proxy that counts the bytes the broker sends through it."""
+
+    def __init__(self, upstream: int) -> None:
+        self.upstream = upstream
+        self.from_broker = 0
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.sockets: list[socket.socket] = [self.server]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            broker = socket.create_connection(("127.0.0.1", self.upstream))
+            self.sockets += [client, broker]
+            for source, sink, counted in ((client, broker, False), (broker, client, True)):
+                threading.Thread(target=self._pipe, args=(source, sink, counted),
+                                 daemon=True).start()  # fmt: skip
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, counted: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if counted:
+                    self.from_broker += len(data)
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                sock.close()
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            sock.close()
+
+
+def test_browse_reads_only_what_it_shows(url: str, request: pytest.FixtureRequest) -> None:
+    """2,000 messages of 4 KiB (8 MiB) on the queue: browsing 5 takes a few KiB from the
+    broker (the browser's prefetch is the limit), not the queue's 8 MiB (nor the client's
+    default browser prefetch of 500 messages, 2 MiB)."""
+    if "dovecote" in request.node.callspec.id:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "dovecote's broker sends a browser the whole queue at once, whatever its "
+            "prefetch (broker/attach.py browse); ActiveMQ sends a prefetch's worth at a time"
+        )))  # fmt: skip
+    name = f"browse.{uuid.uuid4().hex[:8]}"
+    tool("produce", name, "--url", url, "--count", "2000", "--size", "4096", "--no-persistent")
+    proxy = CountingProxy(int(url.rsplit(":", 1)[1]))
+    try:
+        out = tool("browse", name, "--url", f"tcp://127.0.0.1:{proxy.port}", "--limit", "5")
+    finally:
+        proxy.close()
+    assert "Browsed: 5 messages" in out
+    assert proxy.from_broker < 25 * 4096, proxy.from_broker
+    assert "Queue Size" in (table := tool("dstat", "queue", "--url", url))
+    assert dstat_row(table, name)["Queue Size"] == 2000
+
+
+def test_a_connection_error_names_the_url() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, not listening: refused
+        dead = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+        for command in (["produce", "q"], ["consume", "q"], ["browse", "q"], ["purge", "q"],
+                        ["dstat"]):  # fmt: skip
+            result = run_tool(*command, "--url", dead)
+            assert result.returncode == 1, (command, result.stderr)
+            assert result.stderr.splitlines() == [
+                f"dovecote: cannot connect to {dead}: Connection refused"
+            ], command
+
+
+# -- Ctrl-C: a real SIGINT to the tool's process -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dovecote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(workdir=tmp_path_factory.mktemp("ctrl-c")) as broker:
+        yield broker
+
+
+def queue_row(broker: BrokerProcess, name: str) -> dict[str, int]:
+    api = f"http://127.0.0.1:{broker.console_port}/api/destinations?type=queue"
+    with urllib.request.urlopen(api, timeout=10) as answer:
+        rows = json.loads(answer.read())
+    return next((r for r in rows if r["name"] == name), {"size": 0, "consumers": 0})
+
+
+def start_tool(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "dovecote", *args], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+
+
+def wait_for(condition: object, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.05)
+
+
+def interrupt(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """SIGINT, as Ctrl-C in a terminal; the tool must end within seconds."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert "Traceback" not in err, err
+    return out, err
+
+
+def test_ctrl_c_ends_produce_with_what_was_sent(dovecote: BrokerProcess) -> None:
+    name = f"ctrlc.produce.{uuid.uuid4().hex[:8]}"
+    url = f"tcp://127.0.0.1:{dovecote.openwire_port}"
+    proc = start_tool("produce", name, "--url", url, "--count", "10000000", "--size", "100")
+    wait_for(lambda: queue_row(dovecote, name)["size"] >= 50, "messages on the queue")
+    out, err = interrupt(proc)
+    assert err.strip() == ""
+    (summary,) = out.splitlines()
+    assert summary.startswith("Produced: ") and summary.endswith(", interrupted")
+    sent = int(summary.split()[1])
+    assert sent == queue_row(dovecote, name)["size"]  # persistent sends: all stored
+
+
+def test_ctrl_c_ends_consume_and_purge_with_what_was_received(dovecote: BrokerProcess) -> None:
+    name = f"ctrlc.consume.{uuid.uuid4().hex[:8]}"
+    url = f"tcp://127.0.0.1:{dovecote.openwire_port}"
+    tool("produce", name, "--url", url, "--count", "7", "--size", "10")
+    proc = start_tool("consume", name, "--url", url, "--count", "100", "--timeout", "600")
+    wait_for(lambda: queue_row(dovecote, name)["size"] == 0, "the 7 messages consumed")
+    started = time.monotonic()
+    out, _ = interrupt(proc)
+    assert time.monotonic() - started < 5
+    assert out.splitlines()[0].startswith("Consumed: 7 messages")
+    assert out.strip().endswith(", interrupted")
+
+
+def test_ctrl_c_ends_dstat_waiting_for_its_second_sample() -> None:
+    """An admin API that lists no destination and says when it was asked: once asked,
+    dstat waits its interval for the second sample, and Ctrl-C shows the first."""
+    asked = threading.Event()
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"[]"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            asked.set()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api) as api:
+        threading.Thread(target=api.serve_forever, daemon=True).start()
+        admin = f"http://127.0.0.1:{api.server_address[1]}"
+        proc = start_tool("dstat", "--admin", admin, "--interval", "600")
+        assert asked.wait(30), "dstat never asked the admin API"
+        out, _ = interrupt(proc)
+        api.shutdown()
+    header, summary = out.strip().splitlines()
+    assert header.split()[:3] == ["Name", "Queue", "Size"] and "Enqueue/s" not in header
+    assert summary.startswith("dstat: 0 destinations") and summary.endswith(", interrupted")
+
+
+def test_ctrl_c_while_connecting_is_one_line() -> None:
+    """A broker that accepts and never answers: the tool waits for its WireFormatInfo."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        url = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+        proc = start_tool("consume", "q", "--url", url)
+        silent.settimeout(30)
+        peer, _ = silent.accept()
+        with peer:
+            _, err = interrupt(proc)
+    assert err.splitlines() == ["dovecote consume: interrupted"]

@@ -8,6 +8,7 @@ from typing import Final
 
 from dovecote.core.destinations import Destination
 from dovecote.core.message import Message, PropertyValue
+from dovecote.protocol.openwire.converter import BROKER_PATH_PROPERTY
 from dovecote.protocol.stomp.frames import escape_header
 
 NameOf = Callable[[Destination], str]
@@ -41,6 +42,8 @@ def message_headers(
     if message.original_destination is not None:
         yield "original-destination", name_of(message.original_destination)
     for key, value in message.properties.items():
+        if key == BROKER_PATH_PROPERTY:
+            continue  # (where a network forwarded it: internal, as ActiveMQ shows nothing)
         text = _property_text(value)
         if version == "1.0" and ("\n" in text or "\n" in key):
             # STOMP 1.0 cannot escape a line feed (say, from an OpenWire property).
@@ -90,6 +93,8 @@ def message_tail(message: Message, version: str, name_of: NameOf, destination: s
     for key, value in message.properties.items():
         if key == "content-length":
             has_length = True
+        elif key == BROKER_PATH_PROPERTY:
+            continue
         lines.append(
             escape_header(key, version) + ":" + escape_header(_property_text(value), version)
         )

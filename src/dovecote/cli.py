@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import contextlib
 import gc
-import logging
 import signal
 import sys
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from dovecote import __version__
 from dovecote.config import ConfigError, load_config, with_ports
+from dovecote.config.logging import apply_logging
 from dovecote.core.errors import DovecoteError
 
 if TYPE_CHECKING:
@@ -40,15 +40,14 @@ class CommandError(Exception):
 
 def broker(args: argparse.Namespace) -> None:
     """Run the broker in the foreground until Ctrl-C or SIGTERM."""
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     try:
         cfg = load_config(args.config)
     except ConfigError as exc:
         raise CommandError(str(exc), 2) from None
+    try:
+        apply_logging(cfg.logging, args.log_level)
+    except OSError as exc:
+        raise CommandError(f"cannot open the log file {exc.filename}: {exc.strerror}", 2) from None
     cfg = with_ports(
         cfg, stomp=args.stomp_port, openwire=args.openwire_port, console=args.console_port
     )
@@ -254,10 +253,9 @@ def parser() -> argparse.ArgumentParser:
         )
     sub.add_argument(
         "--log-level",
-        default="info",
         type=str.lower,
         choices=("debug", "info", "warning", "error"),
-        help="debug, info, warning or error.",
+        help="debug, info, warning or error (default: [logging] level, else info).",
     )
 
     sub = command(passwd)

@@ -37,6 +37,7 @@ from msgspec import field
 from dovecote.broker.policy import BrokerSettings, PolicyMap
 from dovecote.config.base import ConfigError, Section, read_toml
 from dovecote.config.base import problem as _problem
+from dovecote.config.logging import LoggingSection
 from dovecote.config.network import NetworkConnectorSection, NetworkDestinationEntry
 from dovecote.config.sections import (
     AutoSection,
@@ -86,6 +87,7 @@ class Config(Section, frozen=True):
     policy: PolicySection = field(default_factory=PolicySection)
     usage: UsageSection = field(default_factory=UsageSection)
     security: SecuritySection = field(default_factory=SecuritySection)
+    logging: LoggingSection = field(default_factory=LoggingSection)
     network_connectors: tuple[NetworkConnectorSection, ...] = ()
 
     def broker_settings(self) -> BrokerSettings:

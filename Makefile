@@ -82,8 +82,8 @@ run: install
 	$(VENV)/bin/dovecote broker $(if $(CONFIG),--config "$(CONFIG)")
 
 lint: $(VENV)/.synced-all install
-	$(VENV)/bin/ruff check src tests bench examples build_native.py
-	$(VENV)/bin/ruff format --check src tests bench examples build_native.py
+	$(VENV)/bin/ruff check src tests bench examples build_native.py build_dist.py hatch_build.py
+	$(VENV)/bin/ruff format --check src tests bench examples build_native.py build_dist.py hatch_build.py
 
 typecheck: $(VENV)/.synced-all install
 	$(VENV)/bin/mypy

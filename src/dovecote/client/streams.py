@@ -81,6 +81,8 @@ class StreamClient:
         delay = 0.1
         while True:
             try:
+                if self.connection is None and request != self._connect:
+                    self._connect()  # (a reconnect that failed is tried again here)
                 return request()
             except (JMSError, TransportClosedError, OSError) as exc:
                 if time.monotonic() + delay > deadline or _is_refusal(exc):
@@ -92,9 +94,6 @@ class StreamClient:
                     self.connection = None
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
-                if request != self._connect:
-                    with contextlib.suppress(JMSError, TransportClosedError, OSError):
-                        self._connect()
 
     def close(self) -> None:
         if self.connection is not None:

@@ -44,14 +44,43 @@ LOGIN: tuple[str, str] | None = None
 """User and password every connection logs in with (harness.py --secured sets it before
 the load's processes are forked)."""
 
+# -- what differs between the peers: only here ----------------------------------------------
 
-def connect(port: int, client_id: str | None = None) -> socket.socket:
+PEER = "activemq"
+"""The default dialect: dovecote's and ActiveMQ's (they take the same frames)."""
+VIRTUAL_HOSTS = {"rabbitmq": "/"}
+"""CONNECT's ``host``: RabbitMQ's virtual host (``host:localhost`` gets ``Bad CONNECT``)."""
+
+
+def virtual_host(peer: str) -> str:
+    return VIRTUAL_HOSTS.get(peer, "localhost")
+
+
+def declaration(peer: str, destination: str, durable: bool) -> str:
+    """Header lines every SEND and SUBSCRIBE of ``destination`` carries for ``peer``.
+    RabbitMQ declares a ``/queue/`` from the headers of the first frame naming it, and
+    refuses a later frame that says otherwise (``PRECONDITION_FAILED``; concurrent
+    senders with its defaults collide with ``RESOURCE_LOCKED``): every frame says the same.
+    A ``/topic/`` subscription gets RabbitMQ's own private queue, so nothing is added."""
+    if peer != "rabbitmq" or not destination.startswith("/queue/"):
+        return ""
+    return f"durable:{'true' if durable else 'false'}\nauto-delete:false\nexclusive:false\n"
+
+
+def window(peer: str, size: int) -> str:
+    """A subscription's prefetch header (RabbitMQ applies its own to client acks only: with
+    ``ack:auto`` it pushes without a limit)."""
+    return f"{'prefetch-count' if peer == 'rabbitmq' else 'activemq.prefetchSize'}:{size}\n"
+
+
+def connect(port: int, client_id: str | None = None, peer: str = PEER) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     extra = f"client-id:{client_id}\n" if client_id else ""
     if LOGIN is not None:
         extra += f"login:{LOGIN[0]}\npasscode:{LOGIN[1]}\n"
-    sock.sendall(f"CONNECT\naccept-version:1.2\nhost:localhost\n{extra}\n\x00".encode())
+    host = virtual_host(peer)
+    sock.sendall(f"CONNECT\naccept-version:1.2\nhost:{host}\n{extra}\n\x00".encode())
     read_frame(sock, b"")
     return sock
 
@@ -69,9 +98,12 @@ def read_frame(sock: socket.socket, buf: bytes) -> tuple[bytes, bytes]:
     return frame, rest.lstrip(b"\r\n")
 
 
-def _send_frame(destination: str, body: bytes, persistent: bool, extra: str = "") -> bytes:
+def _send_frame(
+    destination: str, body: bytes, persistent: bool, extra: str = "", peer: str = PEER
+) -> bytes:
     head = (
         f"SEND\ndestination:{destination}\npersistent:{'true' if persistent else 'false'}\n"
+        f"{declaration(peer, destination, persistent)}"
         f"content-length:{len(body)}\n{extra}ts:"
     ).encode()
     return head + b"%d\n\n" + body + b"\x00"
@@ -86,19 +118,21 @@ def produce(
     sync: bool,
     tx_batch: int,
     start: Barrier,
+    peer: str = PEER,
 ) -> ProducerResult:
     """Send ``count`` messages: pipelined (async), one receipt per message (sync), or in
-    transactions of ``tx_batch`` committed with a receipt."""
-    sock = connect(port)
+    transactions of ``tx_batch`` committed with a receipt. A queue a persistent send
+    declares is durable (RabbitMQ)."""
+    sock = connect(port, peer=peer)
     body = b"x" * size
-    template = _send_frame(destination, body, persistent)
+    template = _send_frame(destination, body, persistent, peer=peer)
     buf = b""
     latencies: list[int] = []
     start.wait()
     started = time.monotonic()
     sent = 0
     if tx_batch:
-        tx_template = _send_frame(destination, body, persistent, "transaction:t%d\n")
+        tx_template = _send_frame(destination, body, persistent, "transaction:t%d\n", peer)
         n = 0
         while sent < count:
             n += 1
@@ -142,20 +176,25 @@ def consume(
     idle_timeout_s: float = 60.0,
     shared: Any = None,
     shared_lock: Any = None,
+    peer: str = PEER,
+    durable: bool = False,
 ) -> ConsumerResult:
     """Subscribe (auto ack) once per destination, each on its own connection, and read until
     every subscription has ``count_each`` messages. Topic subscriptions are separate
     connections so fan-out is real. Competing consumers of one queue pass a ``shared``
     counter (a manager Value, with its lock) and ``count_each`` = the total: each stops when
-    all of them together have the total, however the broker spread the messages."""
+    all of them together have the total, however the broker spread the messages.
+    ``durable``: what the queue's senders declared it (RabbitMQ: persistent sends)."""
     selector = selectors.DefaultSelector()
     remaining: dict[socket.socket, int] = {}
     received = 0
+    first = 0.0
     for i, destination in enumerate(destinations):
-        sock = connect(port)
+        sock = connect(port, peer=peer)
         sock.sendall(
             f"SUBSCRIBE\nid:{i}\ndestination:{destination}\nack:auto\n"
-            f"activemq.prefetchSize:{prefetch}\nreceipt:s{i}\n\n\x00".encode()
+            f"{declaration(peer, destination, durable)}{window(peer, prefetch)}"
+            f"receipt:s{i}\n\n\x00".encode()
         )
         # Messages may come before the receipt (a backlog is dispatched at once), and in
         # the same read as it: count them all.
@@ -166,6 +205,8 @@ def consume(
                 break
             early += 1
         early += rest.count(b"\x00")
+        if early and not first:
+            first = time.monotonic()
         received += early
         sock.setblocking(False)
         selector.register(sock, selectors.EVENT_READ)
@@ -175,7 +216,6 @@ def consume(
             shared.value += received
     ready.set()
     latencies: list[int] = []
-    first = 0.0
     last = time.monotonic()
     while any(remaining.values()):
         events = selector.select(timeout=0.2)
@@ -219,13 +259,15 @@ def consume(
     return ConsumerResult(received, first, finished, latencies)
 
 
-def first_message(port: int, destination: str, timeout_s: float = 600.0) -> None:
+def first_message(
+    port: int, destination: str, timeout_s: float = 600.0, peer: str = PEER, durable: bool = True
+) -> None:
     """Wait for the broker to accept a connection, subscribe (client acks, a window of one,
     so that a broker sends just one message) and return when that first message arrives."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            sock = connect(port)
+            sock = connect(port, peer=peer)
             break
         except OSError:
             if time.monotonic() > deadline:
@@ -233,7 +275,7 @@ def first_message(port: int, destination: str, timeout_s: float = 600.0) -> None
             time.sleep(0.01)
     sock.sendall(
         f"SUBSCRIBE\nid:1\ndestination:{destination}\nack:client\n"
-        "activemq.prefetchSize:1\n\n\x00".encode()
+        f"{declaration(peer, destination, durable)}{window(peer, 1)}\n\x00".encode()
     )
     frame, _ = read_frame(sock, b"")
     sock.close()

@@ -1,25 +1,27 @@
-"""Forwarding through a network bridge (issue 30): a dovecote pair against an ActiveMQ 5.17
-pair in the same run. Broker A has a network connector to broker B; a backlog of N messages
-is sent to a queue on A while B has no consumer (nothing moves), then a consumer on B
-subscribes and the time until it has all N is measured: the consumer advisory reaching A,
-A's bridge subscribing, and every message stored and forwarded (persistent: each one
-answered by B before A removes its copy) or sent on (non-persistent).
+"""Forwarding through a network bridge (issue 30), rows of bench/harness.py: a dovecote pair
+against an ActiveMQ 5.17 pair in the same run. Broker A has a network connector to broker
+B; a backlog of N messages is sent to a queue on A while B has no consumer (nothing moves),
+then a consumer on B subscribes and the time from its first message to its having all N is
+measured: A's bridge subscribing on the consumer's advisory, and every message stored and
+forwarded (persistent: each one answered by B before A removes its copy) or sent on
+(non-persistent). The broker CPU is the pair's (A's and B's together).
 
-    .venv/bin/python bench/network_forwarding.py [--count N] [--size BYTES] [--out FILE]
+    .venv/bin/python bench/network_forwarding.py [--repeat N]   # the harness's forwarding rows
 
 Both pairs run on loopback with their default stores (dovecote's journal, KahaDB), syncing
-before confirming a persistent send. The load is bench/loadgen.py's raw STOMP (a producer
-process on A, a consumer process on B). Prints one Markdown table; --out appends it.
+before confirming a persistent send, both pairs running throughout and the runs taken in
+turns as for the harness's other rows. The load is bench/loadgen.py's raw STOMP (a producer
+process on A, a consumer process on B). RabbitMQ has no network connectors (its federation
+and shovel plugins are other designs), so it has no figure on these rows.
 """
 
 from __future__ import annotations
 
-import argparse
-import multiprocessing as mp
 import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,10 +34,24 @@ from activemq import running_activemq  # noqa: E402
 from brokers import running_broker  # noqa: E402
 from ports import free_port  # noqa: E402
 
+BRIDGE_TIMEOUT_S = 60.0
+NO_NETWORK = (
+    "RabbitMQ has no network connectors (its federation and shovel plugins are other designs)"
+)
+
+
+@dataclass
+class Pair:
+    a_pid: int
+    b_pid: int
+    a_stomp: int
+    b_stomp: int
+    a_openwire: int
+
 
 @contextmanager
-def dovecote_pair(workdir: Path) -> Iterator[tuple[int, int]]:
-    """(A's STOMP port, B's STOMP port), A bridged to B."""
+def dovecote_pair(workdir: Path) -> Iterator[Pair]:
+    """A bridged to B, once a message has crossed."""
     b_port = free_port()
     with ExitStack() as stack:
         (workdir / "b").mkdir()
@@ -48,12 +64,13 @@ def dovecote_pair(workdir: Path) -> Iterator[tuple[int, int]]:
             f'uri = "static:(tcp://127.0.0.1:{b_port})"\n'
         )
         a = stack.enter_context(running_broker(a_config, workdir / "a"))
-        loadgen_wait(lambda: "bridge to broker B" in a.log_text())
-        yield a.stomp_port, b.stomp_port
+        wait_bridged(a.stomp_port, b.stomp_port)
+        yield Pair(a.process.pid, b.process.pid, a.stomp_port, b.stomp_port, a.openwire_port)
 
 
 @contextmanager
-def activemq_pair(workdir: Path) -> Iterator[tuple[int, int]]:
+def activemq_pair(workdir: Path) -> Iterator[Pair]:
+    """A bridged to B, once a message has crossed."""
     b_port = free_port()
     with ExitStack() as stack:
         (workdir / "b").mkdir()
@@ -61,59 +78,40 @@ def activemq_pair(workdir: Path) -> Iterator[tuple[int, int]]:
         b = stack.enter_context(running_activemq(workdir / "b", b_port))
         connector = f'<networkConnector name="a-b" uri="static:(tcp://127.0.0.1:{b_port})"/>'
         a = stack.enter_context(running_activemq(workdir / "a", network_connectors=connector))
-        yield a.stomp_port, b.stomp_port
+        wait_bridged(a.stomp_port, b.stomp_port)
+        yield Pair(a.process.pid, b.process.pid, a.stomp_port, b.stomp_port, a.openwire_port)
 
 
-def loadgen_wait(check: object, timeout: float = 60.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise RuntimeError("the bridge did not start")
-        time.sleep(0.05)
+PAIRS: dict[str, Callable[[Path], AbstractContextManager[Pair]]] = {
+    "dovecote": dovecote_pair,
+    "activemq": activemq_pair,
+}
 
 
-def forward(
-    a_stomp: int, b_stomp: int, name: str, count: int, size: int, persistent: bool
-) -> float:
-    """Seconds from the first message reaching the consumer on B to its having all."""
-    start = mp.Barrier(1)
-    loadgen.produce(a_stomp, f"/queue/{name}", count, size, persistent, False, 0, start)
-    result = loadgen.consume(b_stomp, [f"/queue/{name}"], count, mp.Event())
-    return float(result.finished - result.first)
+def wait_bridged(a_stomp: int, b_stomp: int, timeout_s: float = BRIDGE_TIMEOUT_S) -> None:
+    """Return once a message sent to A reaches a consumer on B: the bridge is up and
+    forwards on demand (the same for both kinds of pair, whatever their logs say)."""
+    name = "/queue/bench.bridge.ready"
+    ready = threading.Event()
+    got: list[loadgen.ConsumerResult] = []
+    consumer = threading.Thread(
+        target=lambda: got.append(
+            loadgen.consume(b_stomp, [name], 1, ready, idle_timeout_s=timeout_s)
+        )
+    )
+    consumer.start()
+    ready.wait(timeout_s)
+    loadgen.produce(a_stomp, name, 1, 16, False, False, 0, threading.Barrier(1))
+    consumer.join(timeout_s + 5)
+    if not got or got[0].received < 1:
+        raise RuntimeError(f"the bridge forwarded nothing in {timeout_s:.0f} s")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=20_000)
-    parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    rows = []
-    for persistent in (True, False):
-        figures = {}
-        for kind, pair in (("dovecote", dovecote_pair), ("activemq", activemq_pair)):
-            with (
-                tempfile.TemporaryDirectory(prefix=f"net-{kind}-") as tmp,
-                pair(Path(tmp)) as (a, b),
-            ):
-                name = f"bench.forward.{'p' if persistent else 'np'}"
-                seconds = forward(a, b, name, args.count, args.size, persistent)
-                figures[kind] = args.count / seconds
-        ratio = figures["dovecote"] / figures["activemq"]
-        rows.append(
-            f"| forward A->B, {'persistent' if persistent else 'non-persistent'}, "
-            f"{args.count} x {args.size} B backlog | {figures['dovecote']:,.0f} msg/s | "
-            f"{figures['activemq']:,.0f} msg/s | {ratio:.2f} |"
-        )
-    table = "\n".join(
-        ["| network workload | dovecote | ActiveMQ 5.17 | ratio |", "|---|---|---|---|", *rows]
-    )
-    print(table)
-    if args.out is not None:
-        with args.out.open("a") as out:
-            out.write("\n" + table + "\n")
+    import harness
+
+    sys.argv = [sys.argv[0], "--only", "forwarded A→B", *sys.argv[1:]]
+    harness.main()
 
 
 if __name__ == "__main__":

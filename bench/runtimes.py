@@ -2,11 +2,12 @@
 
 dovecote's is the Python interpreter running an asyncio event loop on uvloop (which imports
 the ssl module, as asyncio's own loop does): nothing of dovecote loaded. ActiveMQ's is a JVM
-with the broker's heap flags running a class that only sleeps. Each prints ``ready`` once it
+with the broker's heap flags running a class that only sleeps. RabbitMQ's is an Erlang VM
+(Debian's ``erl``, its default flags) evaluating only a sleep. Each prints ``ready`` once it
 is idle; its RSS is read after the same pause the harness gives a broker before reading its
 idle RSS, so the two figures compare with the brokers' own.
 
-    .venv/bin/python bench/runtimes.py      # prints both, in MiB
+    .venv/bin/python bench/runtimes.py      # prints the three, in MiB
 """
 
 from __future__ import annotations
@@ -95,9 +96,25 @@ def jvm_idle_rss_kib() -> int:
         return idle_rss_kib(["java", *JVM_HEAP, "-cp", tmp, "Idle"])
 
 
+ERLANG_IDLE = 'io:format("ready~n"), timer:sleep(infinity).'
+
+
+def erlang_idle_rss_kib() -> int:
+    return idle_rss_kib(["erl", "-noshell", "-eval", ERLANG_IDLE])
+
+
+IDLE_RSS_KIB = {
+    "dovecote": python_idle_rss_kib,
+    "activemq": jvm_idle_rss_kib,
+    "rabbitmq": erlang_idle_rss_kib,
+}
+"""The runtime each kind of broker stands on."""
+
+
 def main() -> None:
     print(f"Python + asyncio + uvloop alone: {python_idle_rss_kib() / 1024:.1f} MiB")
     print(f"JVM ({' '.join(JVM_HEAP)}) alone: {jvm_idle_rss_kib() / 1024:.1f} MiB")
+    print(f"Erlang VM alone: {erlang_idle_rss_kib() / 1024:.1f} MiB")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 """The benchmark's own measuring pieces (bench/runtimes.py and the harness's child-CPU and
-bound figures), on real processes: a figure in bench/RESULTS.md is only as good as these."""
+bound figures, the disk probes, the table with its peers, the RabbitMQ peer and the network
+pairs), on real processes: a figure in bench/RESULTS.md is only as good as these. The
+RabbitMQ tests need Debian's rabbitmq-server (``make bench-deps``) and skip without it."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,9 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import disk
 import harness
+import loadgen
 import owload
+import rabbitmq
 import runtimes
-from table import Row
+import targets
+import workloads
+from table import Row, markdown
 
 from activemq import running_activemq
 from brokers import running_broker
@@ -73,14 +80,14 @@ def test_waited_cpu_counts_every_thread_and_keeps_the_exit_code() -> None:
         "raise SystemExit(3)\n"
     )
     proc = subprocess.Popen(python(burn))
-    cpu = harness.waited_cpu_s(proc, 60)
+    cpu = workloads.waited_cpu_s(proc, 60)
     assert cpu >= 0.3
     assert proc.returncode == 3
 
 
 def test_waited_cpu_kills_a_child_past_its_time() -> None:
     proc = subprocess.Popen(python("import time; time.sleep(60)"))
-    harness.waited_cpu_s(proc, 0.2)
+    workloads.waited_cpu_s(proc, 0.2)
     assert proc.returncode == -9
 
 
@@ -137,16 +144,81 @@ def test_the_disk_probe_writes_synced_and_leaves_nothing(tmp_path: Path) -> None
 
 def test_the_disk_note() -> None:
     note = disk.disk_note(
-        "100 KiB", (1000, 1000), (100 << 20, 200 << 20), (1.0, 4.0), probe_mb_s=102.4
+        "100 KiB",
+        {
+            "dovecote": (1000, 100 << 20, 1.0),
+            "activemq": (1000, 200 << 20, 4.0),
+            "rabbitmq": (1000, 300 << 20, 2.0),
+        },
+        {"dovecote": "dovecote", "activemq": "ActiveMQ", "rabbitmq": "RabbitMQ"},
+        probe_mb_s=102.4,
     )
-    assert "dovecote wrote 102.4 KiB per message to disk at 105 MB/s" in note
-    assert "ActiveMQ 204.8 KiB at 52 MB/s" in note
+    assert "dovecote 102.4 KiB at 105 MB/s, ActiveMQ 204.8 KiB at 52 MB/s" in note
+    assert "RabbitMQ 307.2 KiB at 157 MB/s" in note
     # the bound from the broker that writes least per message: 102.4e6 B/s / 104,858 B
     assert "at most 977 msg/s" in note
 
 
+def test_the_synced_append_probe_counts_fsynced_appends(tmp_path: Path) -> None:
+    """Each append is a write and an fsync of its own: the rate is far below what the same
+    bytes take unsynced, and the file is gone afterwards."""
+    rate = disk.synced_appends_per_s(tmp_path, seconds=0.5)
+    assert 10 < rate < 1_000_000
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("appends", "target", "verdict"),
+    [(3_500.0, 2_450.0, "9% short"), (5_000.0, 2_500.0, "11% short"), (3_000.0, 2_100.0, "met")],
+)
+def test_the_lone_sync_producer_target(appends: float, target: float, verdict: str) -> None:
+    """min(2,500 msg/s, 70% of the disk's synced appends), shown with dovecote's rate."""
+    assert targets.sync_send_target(appends) == pytest.approx(target)
+    rate = 2_225.0
+    row = targets.sync_send_row("sync 1", rate, target, appends)
+    assert row.values == {"dovecote": pytest.approx(target)}
+    assert row.cells(("activemq", "rabbitmq"), [])[-1].endswith(verdict)
+    assert verdict in targets.sync_send_note("sync 1", rate, target, appends)
+
+
+def test_the_idle_target_is_a_quarter_of_the_smallest_peer() -> None:
+    idle = {"dovecote": 35.6, "activemq": 99.2, "rabbitmq": 140.0}
+    note = targets.idle_note(idle, {"dovecote": 21.5, "activemq": 36.5, "rabbitmq": 37.4})
+    assert "(ActiveMQ 5.17's 99.2 MiB), 24.8 MiB; dovecote's is 35.6: not met, 10.8" in note
+    assert "the Erlang VM alone 37.4 of RabbitMQ 3.10's 140.0" in note
+    assert ": met" in targets.idle_note({"dovecote": 20.0, "activemq": 99.2}, {})
+
+
+def test_rows_under_the_ratio_to_the_best_peer_are_named() -> None:
+    rows = [
+        Row("fast: msg/s", {"dovecote": 300.0, "activemq": 100.0, "rabbitmq": 150.0}, True, ",.0f"),
+        Row("slow: msg/s", {"dovecote": 130.0, "activemq": 100.0, "rabbitmq": 120.0}, True, ",.0f"),
+        Row("slow: p99 latency ms", {"dovecote": 9.0, "activemq": 1.0}, False, ".2f"),
+    ]
+    assert targets.below_best(rows) == [
+        "under the issue's 1.5x against the best peer: slow 1.08x (RabbitMQ 3.10)"
+    ]
+
+
 def _broker(kind: str, pid: int) -> harness.Broker:
     return harness.Broker(kind, pid, 0, 0, 0.0)
+
+
+def test_a_peer_that_cannot_run_a_workload_sits_it_out() -> None:
+    """Three brokers in turns (A B C, C B A); RabbitMQ skips the OpenWire-like workload."""
+    events: list[str] = []
+    brokers = {k: _broker(k, os.getpid()) for k in ("dovecote", "activemq", "rabbitmq")}
+
+    def workload(b: harness.Broker, s: harness.Sizes) -> harness.Measure:
+        events.append(b.kind)
+        return harness.Measure(1, 1.0)
+
+    both = harness.Workload("both", workload)
+    not_rabbit = harness.Workload("ow", workload, missing={"rabbitmq": "no OpenWire"})
+    runs = harness.side_by_side(brokers, [both, not_rabbit], harness.FULL, 2, lambda _: None, None)
+    three = ["dovecote", "activemq", "rabbitmq", "rabbitmq", "activemq", "dovecote"]
+    assert events == [*three, "dovecote", "activemq", "activemq", "dovecote"]
+    assert set(runs["ow"]) == {"dovecote", "activemq"}
 
 
 def test_runs_alternate_between_the_brokers_each_after_a_quiet_wait() -> None:
@@ -162,8 +234,8 @@ def test_runs_alternate_between_the_brokers_each_after_a_quiet_wait() -> None:
         assert {b.kind for b in waited_for} == set(brokers)  # both, not just the next one
         events.append("quiet")
 
-    workloads = [harness.Workload("one", workload), harness.Workload("two", workload)]
-    runs = harness.side_by_side(brokers, workloads, harness.FULL, 3, quiet)
+    both = [harness.Workload("one", workload), harness.Workload("two", workload)]
+    runs = harness.side_by_side(brokers, both, harness.FULL, 3, quiet)
     order = [e for e in events if e != "quiet"]
     each = ["dovecote-warm", "activemq-warm"]  # not measured
     each += ["dovecote", "activemq", "activemq", "dovecote", "dovecote", "activemq"]
@@ -178,14 +250,17 @@ def test_the_quiet_wait_outlasts_a_busy_broker(tmp_path: Path) -> None:
     """It returns once the process stops using CPU, not before, and gives up on one that
     never does."""
     busy_s = 1.5
+    # Busy for that much CPU (not wall) time, from its line on: on a loaded machine it
+    # takes longer, never less.
     code = (
         "import time\n"
-        f"end = time.monotonic() + {busy_s}\n"
-        "while time.monotonic() < end: pass\n"
+        "print('busy', flush=True)\n"
+        f"while time.process_time() < {busy_s}: pass\n"
         "time.sleep(60)\n"
     )
-    child = subprocess.Popen(python(code))
+    child = subprocess.Popen(python(code), stdout=subprocess.PIPE, text=True)
     try:
+        assert child.stdout is not None and child.stdout.readline() == "busy\n"
         started = time.monotonic()
         harness.wait_quiet([_broker("activemq", child.pid)], window_s=0.2)
         assert time.monotonic() - started >= busy_s - 0.2
@@ -202,18 +277,72 @@ def test_the_quiet_wait_outlasts_a_busy_broker(tmp_path: Path) -> None:
         spinning.wait()
 
 
+PEERS = ("activemq", "rabbitmq")
+
+
 @pytest.mark.parametrize(
-    ("row", "shown"),
+    ("row", "ratios"),
     [
-        (Row("a: msg/s", 1200.0, 1000.0, True, ",.0f", [0.9, 1.5, 1.2]), "1.20x (0.90-1.50)"),
-        (Row("a: msg/s", 1200.0, 1000.0, True, ",.0f", [1.2]), "1.20x"),
-        (Row("a: msg/s", 1200.0, 1000.0, True, ",.0f"), "1.20x"),
-        (Row("a: p99 latency ms", 2.0, 3.0, False, ".2f"), "1.50x"),
-        (Row("a: msg/s", None, 1000.0, True, ",.0f", [1.0, 2.0]), "-"),
+        (
+            Row("a: msg/s", {"dovecote": 1200.0, "activemq": 1000.0, "rabbitmq": 800.0}, True,
+                ",.0f", {"activemq": [0.9, 1.5, 1.2], "rabbitmq": [1.5, 1.4, 1.6]}),
+            ["1.20x (0.90-1.50)", "1.50x (1.40-1.60)", "1.20x (ActiveMQ)"],
+        ),
+        (
+            Row("a: msg/s", {"dovecote": 1200.0, "activemq": 1000.0, "rabbitmq": 2400.0}, True,
+                ",.0f", {"activemq": [1.2]}),
+            ["1.20x", "0.50x", "0.50x (RabbitMQ)"],
+        ),
+        (
+            Row("a: p99 latency ms", {"dovecote": 2.0, "activemq": 3.0, "rabbitmq": 2.5}, False,
+                ".2f"),
+            ["1.50x", "1.25x", "1.25x (RabbitMQ)"],
+        ),
+        (
+            Row("a: msg/s", {"activemq": 1000.0}, True, ",.0f", {"activemq": [1.0, 2.0]},
+                {"rabbitmq": "no OpenWire"}),
+            ["-", "-", "-"],
+        ),
+    ],
+)  # fmt: skip
+def test_the_ratio_cells(row: Row, ratios: list[str]) -> None:
+    """Against each peer, then against the best peer on the row (named)."""
+    assert row.cells(PEERS, [])[-3:] == ratios
+
+
+def test_a_figure_a_peer_cannot_give_is_na_with_its_reason_once() -> None:
+    why = "RabbitMQ speaks no OpenWire"
+    rows = [
+        Row("ow: msg/s", {"dovecote": 2.0, "activemq": 1.0}, True, ",.0f",
+            missing={"rabbitmq": why}),
+        Row("ow: p99 latency ms", {"dovecote": 1.0, "activemq": 2.0}, False, ".2f",
+            missing={"rabbitmq": why}),
+        Row("net: msg/s", {"dovecote": 2.0, "activemq": 1.0}, True, ",.0f",
+            missing={"rabbitmq": "no connectors"}),
+    ]  # fmt: skip
+    text = markdown(rows, [], "cmd", PEERS)
+    assert "| ow: msg/s | 2 | 1 | n/a [1] | 2.00x | - | 2.00x (ActiveMQ) |" in text
+    assert "| net: msg/s | 2 | 1 | n/a [2] |" in text
+    assert text.count(why) == 1
+    assert "- [1] RabbitMQ speaks no OpenWire\n- [2] no connectors" in text
+    assert "| Workload and figure | dovecote | ActiveMQ 5.17 | RabbitMQ 3.10 |" in text
+
+
+@pytest.mark.parametrize(
+    ("peer", "destination", "durable", "headers"),
+    [
+        ("rabbitmq", "/queue/q", True, "durable:true\nauto-delete:false\nexclusive:false\n"),
+        ("rabbitmq", "/queue/q", False, "durable:false\nauto-delete:false\nexclusive:false\n"),
+        ("rabbitmq", "/topic/t", True, ""),
+        ("activemq", "/queue/q", True, ""),
+        ("dovecote", "/queue/q", True, ""),
     ],
 )
-def test_the_ratio_cell(row: Row, shown: str) -> None:
-    assert row.cells()[-1] == shown
+def test_the_peer_specific_headers(
+    peer: str, destination: str, durable: bool, headers: str
+) -> None:
+    assert loadgen.declaration(peer, destination, durable) == headers
+    assert loadgen.virtual_host(peer) == ("/" if peer == "rabbitmq" else "localhost")
 
 
 @pytest.mark.parametrize("kind", ["dovecote", "activemq"])
@@ -241,3 +370,92 @@ def test_the_raw_openwire_load_runs_through_either_broker(kind: str, tmp_path: P
     received, _, latencies = result["got"]
     assert received == count
     assert latencies and all(0 <= x < 60e9 for x in latencies)
+
+
+TINY = harness.Sizes(400, 400, 50, 400, 400, 100, 10, 400, 400, 200)
+needs_rabbitmq = pytest.mark.skipif(
+    rabbitmq.missing_reason() is not None, reason=str(rabbitmq.missing_reason())
+)
+
+
+def _gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists()
+
+
+@pytest.fixture
+def rabbit_dir() -> Iterator[Path]:
+    """A directory the rabbitmq user can reach (pytest's tmp_path is under a root-only
+    directory): in the system's temporary directory, as the harness's."""
+    with tempfile.TemporaryDirectory(prefix="bench-rabbitmq-test-") as tmp:
+        yield Path(tmp)
+
+
+@needs_rabbitmq
+def test_rabbitmq_runs_the_stomp_workloads_and_is_stopped_whatever_happens(
+    rabbit_dir: Path,
+) -> None:
+    """The harness's RabbitMQ peer on its own directory: four senders declaring one new
+    queue at once (which collide without the declaration headers), sync sends with
+    receipts, a persistent backlog, topic fan-out, transactions; every message arrives and
+    the Erlang VM's CPU is read. It is stopped on the way out, also when the run fails; a
+    start on the same directory recovers the persistent messages (the restart row)."""
+    by_name = {w.name: w for w in harness.WORKLOADS}
+    chosen = [
+        by_name[n]
+        for n in (
+            "non-persistent queue 4→4",
+            "persistent sync send, 1 producer",
+            "backlog drained (persistent)",
+            "topic fan-out 1→8 (deliveries)",
+            "transacted batches of 100",
+        )
+    ]
+    with (
+        pytest.raises(RuntimeError, match="the run failed"),
+        harness.started("rabbitmq", rabbit_dir) as broker,
+    ):
+        vm = broker.pid
+        assert Path(f"/proc/{vm}/cmdline").read_bytes().split(b"\0")[0].endswith(b"beam.smp")
+        runs = harness.side_by_side({"rabbitmq": broker}, chosen, TINY, 1, warm_up=None)
+        for name, by_kind in runs.items():
+            (m,) = by_kind["rabbitmq"]
+            assert m.note == "", name
+            assert m.messages >= 50 and m.rate > 0 and m.cpu_s > 0, name
+        workloads.fill(broker, "/queue/kept", 30)
+        raise RuntimeError("the run failed")
+    assert _gone(vm)
+    with harness.started("rabbitmq", rabbit_dir) as again:
+        loadgen.first_message(again.stomp_port, "/queue/kept", timeout_s=60, peer="rabbitmq")
+        vm = again.pid
+    assert _gone(vm)
+
+
+@needs_rabbitmq
+def test_a_rabbitmq_queue_declared_durable_refuses_a_subscription_saying_otherwise(
+    rabbit_dir: Path,
+) -> None:
+    """Why every frame carries the same declaration: RabbitMQ holds a queue to the headers
+    of the first frame that named it (reference: rabbitmq-here.md)."""
+    with rabbitmq.running_rabbitmq(rabbit_dir) as node:
+        workloads.fill(harness.Broker("rabbitmq", node.pid, node.stomp_port, 0, 0.0), "/queue/d", 3)
+        with pytest.raises(ConnectionError, match="inequivalent arg 'durable'"):
+            loadgen.consume(node.stomp_port, ["/queue/d"], 3, threading.Event(), peer="rabbitmq")
+        got = loadgen.consume(
+            node.stomp_port, ["/queue/d"], 3, threading.Event(), peer="rabbitmq", durable=True
+        )
+        assert got.received == 3
+
+
+@pytest.mark.parametrize("kind", ["dovecote", "activemq"])
+def test_the_forwarding_row_runs_on_a_bridged_pair(kind: str, tmp_path: Path) -> None:
+    """A backlog sent to A arrives whole on B through the bridge; the pair's CPU is both
+    brokers' (B's alone would be less)."""
+    with harness.started_pair(kind, tmp_path) as pair:
+        assert len(pair.pids) == 2 and pair.forward_stomp_port != pair.stomp_port
+        b_only = harness.Broker(kind, pair.other_pids[0], 0, 0, 0.0)
+        b_before = b_only.cpu_s()
+        m = workloads.forward_persistent(pair, TINY)
+        b_cpu = b_only.cpu_s() - b_before
+    assert m.messages == TINY.forward_messages and m.note == ""
+    assert 0 < m.seconds < 60
+    assert m.cpu_s > b_cpu > 0

@@ -193,7 +193,7 @@ def test_jdbc_masterslave_and_unsupported_plugins(jdbc: ImportResult) -> None:
     for fragment, line in [
         ("<managementContext>", 27),
         ("<destinationInterceptors>", 31),
-        ("<discardingDeadLetterStrategy>", 44),
+        ("<discarding>", 44),
         ('expireMessagesPeriod="0"', 42),
         ("<prefetchRatePendingMessageLimitStrategy>", 49),
         ('<policyEntry tempQueue="true">', 52),

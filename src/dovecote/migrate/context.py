@@ -162,6 +162,14 @@ class Conversion:
             self.leftover(element, attr, str(exc))
             return None
 
+    def carry(
+        self, table: Table, key: str, element: ET.Element, attr: str, parse: Callable[[str], Value]
+    ) -> None:
+        """The attribute, when given and valid, as ``key`` of ``table``."""
+        value = self.typed(element, attr, parse)
+        if value is not None:
+            self.put(table, key, value, element, attr)
+
     def describe(self, element: ET.Element | None, attr: str | None) -> str:
         if element is None:
             return "(the file)"

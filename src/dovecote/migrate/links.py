@@ -88,8 +88,7 @@ def _connector(conv: Conversion, connector: ET.Element) -> None:
         except ValueError as exc:
             conv.leftover(connector, "uri", str(exc), label)
     for attr, (key, parse) in _ATTRIBUTES.items():
-        if attr in connector.attrib and (value := conv.typed(connector, attr, parse)) is not None:
-            conv.put(table, key, value, connector, attr)
+        conv.carry(table, key, connector, attr, parse)
     for name, key in _LISTS.items():
         for wrapper in children(connector, name):
             conv.use(wrapper)

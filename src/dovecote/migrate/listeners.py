@@ -53,6 +53,7 @@ _OPENWIRE_OPTIONS: dict[str, tuple[str, Parse]] = {
 _STOMP_OPTIONS: dict[str, tuple[str, Parse]] = {
     "maximumConnections": ("max_connections", parse_int),
     "wireFormat.maxFrameSize": ("max_frame_size", parse_size),
+    "maxFrameSize": ("max_frame_size", parse_size),
     "hbGracePeriodMultiplier": ("heartbeat_grace", parse_float),
     "connectAttemptTimeout": ("connect_attempt_timeout_ms", parse_int),
 }
@@ -74,14 +75,8 @@ _OFF_BY_DEFAULT = ("ssl", "stomp_ssl", "auto")
 def convert_broker(conv: Conversion, broker: ET.Element) -> None:
     table = conv.table("broker")
     for attr, key in BROKER_ATTRIBUTES.items():
-        if attr in broker.attrib:
-            parse: Parse = str if key == "name" else parse_bool
-            value = conv.typed(broker, attr, parse)
-            if value is not None:
-                conv.put(table, key, value, broker, attr)
-    data_dir = conv.text(broker, "dataDirectory")
-    if data_dir is not None:
-        conv.put(table, "data_dir", tidy_path(data_dir), broker, "dataDirectory")
+        conv.carry(table, key, broker, attr, str if key == "name" else parse_bool)
+    conv.carry(table, "data_dir", broker, "dataDirectory", tidy_path)
     if broker.get("useJmx", "").strip().lower() == "false":
         conv.same_as(broker, "useJmx", "dovecote has no JMX")
     elif "useJmx" in broker.attrib:

@@ -48,14 +48,9 @@ def convert_plugins(conv: Conversion, broker: ET.Element) -> None:
 
 def _authentication(conv: Conversion, plugin: ET.Element) -> None:
     security = conv.table("security")
-    if "anonymousAccessAllowed" in plugin.attrib:
-        allowed = conv.typed(plugin, "anonymousAccessAllowed", parse_bool)
-        if allowed is not None:
-            conv.put(security, "allow_anonymous", allowed, plugin, "anonymousAccessAllowed")
-    if (user := conv.text(plugin, "anonymousUser")) is not None:
-        conv.put(security, "anonymous_user", user, plugin, "anonymousUser")
-    if (group := conv.text(plugin, "anonymousGroup")) is not None:
-        conv.put(security, "anonymous_groups", parse_groups(group), plugin, "anonymousGroup")
+    conv.carry(security, "allow_anonymous", plugin, "anonymousAccessAllowed", parse_bool)
+    conv.carry(security, "anonymous_user", plugin, "anonymousUser", str)
+    conv.carry(security, "anonymous_groups", plugin, "anonymousGroup", parse_groups)
     for wrapper in children(plugin, "users"):
         conv.use(wrapper)
         for user_element in children(wrapper, "authenticationUser"):

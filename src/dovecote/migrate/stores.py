@@ -59,16 +59,12 @@ def _kahadb(conv: Conversion, root: ET.Element, broker: ET.Element, adapter: ET.
     _kind(conv, adapter, "journal")
     _directory(conv, broker, adapter, "directory", "journal")
     store = conv.table("store")
-    if "journalMaxFileLength" in adapter.attrib:
-        size = conv.typed(adapter, "journalMaxFileLength", parse_size)
-        if size is not None:
-            conv.put(store, "journal_max_file_length", size, adapter, "journalMaxFileLength")
+    conv.carry(store, "journal_max_file_length", adapter, "journalMaxFileLength", parse_size)
     for attr, key in (
         ("enableJournalDiskSyncs", "enable_journal_disk_syncs"),
         ("checkForCorruptJournalFiles", "check_for_corrupt_journal_files"),
     ):
-        if attr in adapter.attrib and (value := conv.typed(adapter, attr, parse_bool)) is not None:
-            conv.put(store, key, value, adapter, attr)
+        conv.carry(store, key, adapter, attr, parse_bool)
     strategy = (conv.text(adapter, "journalDiskSyncStrategy") or "").lower()
     if strategy in ("always", "never"):
         conv.put(
@@ -100,8 +96,7 @@ def _multi_kahadb(
 def _leveldb(conv: Conversion, root: ET.Element, broker: ET.Element, adapter: ET.Element) -> None:
     _kind(conv, adapter, "leveldb")
     _directory(conv, broker, adapter, "directory", "leveldb")
-    if "sync" in adapter.attrib and (sync := conv.typed(adapter, "sync", parse_bool)) is not None:
-        conv.put(conv.table("store"), "enable_journal_disk_syncs", sync, adapter, "sync")
+    conv.carry(conv.table("store"), "enable_journal_disk_syncs", adapter, "sync", parse_bool)
     if adapter.get("verifyChecksums", "").lower() == "true":
         conv.same_as(adapter, "verifyChecksums", "dovecote's LevelDB reads verify checksums")
     if local(adapter.tag) == "replicatedLevelDB":
@@ -134,10 +129,7 @@ def _jdbc(conv: Conversion, root: ET.Element, broker: ET.Element, adapter: ET.El
         journaled = False
     _kind(conv, adapter, "journaled-sql" if journaled else "sql")
     store = conv.table("store")
-    if "createTablesOnStartup" in adapter.attrib:
-        create = conv.typed(adapter, "createTablesOnStartup", parse_bool)
-        if create is not None:
-            conv.put(store, "create_tables_on_startup", create, adapter, "createTablesOnStartup")
+    conv.carry(store, "create_tables_on_startup", adapter, "createTablesOnStartup", parse_bool)
     reference = conv.text(adapter, "dataSource")
     if reference is None:
         if "dataSource" not in adapter.attrib:
@@ -242,10 +234,7 @@ def convert_usage(conv: Conversion, broker: ET.Element) -> None:
         conv.use(wrapper)
         for system in children(wrapper, "systemUsage"):
             conv.use(system)
-            if "sendFailIfNoSpace" in system.attrib:
-                fail = conv.typed(system, "sendFailIfNoSpace", parse_bool)
-                if fail is not None:
-                    conv.put(usage, "send_fail_if_no_space", fail, system, "sendFailIfNoSpace")
+            conv.carry(usage, "send_fail_if_no_space", system, "sendFailIfNoSpace", parse_bool)
             for name, key in (
                 ("memoryUsage", "memory_limit"),
                 ("storeUsage", "store_limit"),
@@ -255,10 +244,7 @@ def convert_usage(conv: Conversion, broker: ET.Element) -> None:
                     conv.use(outer)
                     for inner in children(outer, name):
                         conv.use(inner)
-                        if "limit" in inner.attrib:
-                            limit = conv.typed(inner, "limit", parse_size)
-                            if limit is not None:
-                                conv.put(usage, key, limit, inner, "limit")
+                        conv.carry(usage, key, inner, "limit", parse_size)
                         if "percentOfJvmHeap" in inner.attrib:
                             conv.leftover(
                                 inner, "percentOfJvmHeap", "no JVM heap here: give a limit in bytes"

@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from ports import free_port
@@ -30,9 +31,33 @@ def _as_postgres(cmd: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
 
 
+@dataclass
+class PostgresServer:
+    """A private server: its URL, and stop/start for tests of a database going away."""
+
+    url: str
+    data: Path
+    options: str
+    log: Path
+
+    def start(self) -> None:
+        subprocess.run(
+            _as_postgres([_binary("pg_ctl"), "-D", str(self.data), "-o", self.options, "-w",
+                          "-t", "60", "-l", str(self.log), "start"]),
+            check=True, capture_output=True,
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        subprocess.run(
+            _as_postgres([_binary("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w",
+                          "stop"]),
+            capture_output=True, check=False,
+        )  # fmt: skip
+
+
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """Yield a SQLAlchemy URL of a fresh database on a private server."""
+def postgres() -> Iterator[PostgresServer]:
+    """A fresh database on a private server, started; stopped and removed afterwards."""
     root = Path(tempfile.mkdtemp(prefix="dovecote-pg-"))
     data = root / "data"
     data.mkdir()
@@ -45,16 +70,18 @@ def postgres_server() -> Iterator[str]:
         check=True, capture_output=True,
     )  # fmt: skip
     options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=on"
-    subprocess.run(
-        _as_postgres([_binary("pg_ctl"), "-D", str(data), "-o", options, "-w", "-t", "60",
-                      "-l", str(root / "log"), "start"]),
-        check=True, capture_output=True,
-    )  # fmt: skip
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+    server = PostgresServer(url, data, options, root / "log")
+    server.start()
     try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+        yield server
     finally:
-        subprocess.run(
-            _as_postgres([_binary("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
-            capture_output=True, check=False,
-        )  # fmt: skip
+        server.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """Yield a SQLAlchemy URL of a fresh database on a private server."""
+    with postgres() as server:
+        yield server.url

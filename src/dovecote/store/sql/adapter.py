@@ -56,6 +56,10 @@ log = logging.getLogger("dovecote.store.sql")
 R = TypeVar("R")
 
 LOCK_ROW = 1
+PROBE_ID = -1
+"""The messages row the degraded mode's probe writes and removes in one transaction."""
+PROBE_BYTES = 64 * 1024
+"""What the probe writes: room for a send of that size, not just for the smallest change."""
 _SubKey = tuple[str, str]
 
 
@@ -81,6 +85,7 @@ class SqlPersistenceAdapter:
         self._engine: Engine | None = None
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dovecote-sql")
         self._writer = GroupWriter(self._write_group, adds=adds_to_store)
+        self._writer.probe = self._probe
         self._renewer: asyncio.Task[None] | None = None
         self._subs: dict[_SubKey, tuple[DurableSubscription, int]] = {}
         self._next_seq = 1
@@ -160,7 +165,14 @@ class SqlPersistenceAdapter:
     async def _renew_forever(self) -> None:
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
-            if not await self._run(self._renew):
+            try:
+                renewed = await self._run(self._renew)
+            except OperationalError as exc:
+                # The database is down or full: sends say so (degraded mode); renewing goes
+                # on, as the lease must once the database is back.
+                log.debug("SQL store lease not renewed: %s", exc.orig)
+                continue
+            if not renewed:
                 log.error("SQL store lease lost to another broker")
 
     def _release(self) -> None:
@@ -201,9 +213,28 @@ class SqlPersistenceAdapter:
 
     @property
     def degraded(self) -> str | None:
-        """Why the store is in degraded mode (store/health.py), or None. A database has no
-        probe of its own: the next send let through tries it."""
+        """Why the store is in degraded mode (store/health.py), or None. While it is, a
+        probe tries a write every few seconds (``_probe``): the mode ends with no send."""
         return self._writer.degraded
+
+    async def _probe(self) -> None:
+        """Whether the database takes a send's write again (room on its disk, the server
+        back): a row of ``PROBE_BYTES`` written and removed in one committed transaction."""
+        try:
+            await self._run(self._probe_write)
+        except OperationalError as exc:
+            raise StoreFailedError(f"the store could not write: {exc.orig}") from exc
+
+    def _probe_write(self) -> None:
+        assert self._engine is not None
+        with self._engine.begin() as conn:
+            conn.execute(
+                insert(messages).values(
+                    ID=PROBE_ID, CONTAINER="dovecote://probe", MSGID_PROD="probe", MSGID_SEQ=0,
+                    EXPIRATION=0, MSG=bytes(PROBE_BYTES), PRIORITY=0, REDELIVERY=0,
+                )
+            )  # fmt: skip
+            conn.execute(delete(messages).where(messages.c.ID == PROBE_ID))
 
     def write(
         self, batch: Sequence[StoreOp], sync: bool = True, lazy: bool = False

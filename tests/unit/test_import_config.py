@@ -4,6 +4,7 @@ not carried over (with its line)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,7 @@ def test_transport_connectors(rich: ImportResult) -> None:
     assert config.auto.protocol_detection_timeout_ms == 10000
     assert not config.stomp_ssl.enabled
     assert config.tls.certificate_file == DATA / "broker.pem"  # from keyStore broker.ks
+    assert config.tls.key_file == DATA / "broker.key"  # as docs/tls.md converts it
     assert config.tls.client_auth == "none"
     leftover(rich, "option transport.enabledProtocols=TLSv1.2", 107)
     leftover(rich, "amqp://: dovecote speaks OpenWire and STOMP only", 110)
@@ -213,6 +215,36 @@ def test_jdbc_masterslave_and_unsupported_plugins(jdbc: ImportResult) -> None:
     # An element named whole is not named again attribute by attribute.
     assert not [t for t in jdbc.not_carried if 'configuration="activemq"' in t]
     assert any("will not start so" in w and "0.0.0.0" in w for w in jdbc.warnings)
+
+
+JAAS_CONF = Path("/usr/share/doc/activemq/examples/conf")
+
+
+@pytest.mark.skipif(not (JAAS_CONF / "users.properties").exists(), reason="no ActiveMQ examples")
+def test_jaas_properties_login_module_users(tmp_path: Path) -> None:
+    for name in ("users.properties", "groups.properties"):
+        shutil.copy(JAAS_CONF / name, tmp_path / name)  # admin=admin, admins=admin
+    (tmp_path / "login.config").write_text(
+        "/* ActiveMQ's */\nactivemq {\n"
+        "    org.apache.activemq.jaas.PropertiesLoginModule required\n"
+        '        org.apache.activemq.jaas.properties.user="users.properties"\n'
+        '        org.apache.activemq.jaas.properties.group="groups.properties";\n};\n'
+        "other { com.example.LdapLoginModule required; };\n"
+    )
+    xml = tmp_path / "activemq.xml"
+    xml.write_text(
+        '<broker xmlns="http://activemq.apache.org/schema/core"><plugins>\n'
+        '<jaasAuthenticationPlugin configuration="activemq"/></plugins></broker>\n'
+    )
+    result = import_activemq(xml)
+    (admin,) = result.config.security.users
+    assert admin.name == "admin" and admin.groups == ("admins",)
+    assert admin.password is not None and verify_password(admin.password, "admin")
+    assert not result.not_carried
+    xml.write_text(xml.read_text().replace('"activemq"', '"other"'))
+    result = import_activemq(xml)
+    assert not result.config.security.users
+    leftover(result, "com.example.LdapLoginModule", 2)
 
 
 def test_unresolved_placeholder_in_a_port_is_named(tmp_path: Path) -> None:

@@ -189,7 +189,13 @@ def convert_ssl_context(conv: Conversion, broker: ET.Element, listeners: set[str
                     continue
                 pem = str(Path(tidy_path(store)).with_suffix(".pem"))
                 conv.put(tls, key, pem, context, attr, comment=f"convert {store} to PEM")
-                conv.leftover(context, attr, f"a Java key store: convert it to PEM as {pem}")
+                made = pem
+                if key == "certificate_file":  # docs/tls.md's commands write the key apart
+                    made += " and " + (private := str(Path(pem).with_suffix(".key")))
+                    conv.put(tls, "key_file", private, context, attr, comment="its private key")
+                conv.leftover(
+                    context, attr, f"a Java key store: convert it to PEM as {made} (docs/tls.md)"
+                )
             for attr in context.attrib:
                 if (id(context), attr) not in conv.used:
                     conv.leftover(context, attr, "dovecote reads PEM files ([tls], docs/tls.md)")

@@ -9,12 +9,11 @@ from collections.abc import Callable
 # The hash is the one `dovecote passwd` prints: the config's users only take such hashes.
 from dovecote.broker.security.users import hash_password
 from dovecote.migrate.context import Conversion
+from dovecote.migrate.jaas import convert_jaas
 from dovecote.migrate.tomlout import Table
 from dovecote.migrate.xmlread import children, local, parse_bool, parse_groups
 
 _PLUGIN_REASONS = {
-    "jaasAuthenticationPlugin": "JAAS login modules are Java's: put the users of its "
-    "users.properties/groups.properties in [[security.users]] (dovecote passwd hashes them)",
     "jaasCertificateAuthenticationPlugin": "JAAS is Java's: name certificate subjects in "
     "[[security.certificate_users]] with [tls] client_auth",
     "jaasDualAuthenticationPlugin": "JAAS is Java's: [[security.users]] and "
@@ -29,6 +28,7 @@ def convert_plugins(conv: Conversion, broker: ET.Element) -> None:
     handlers: dict[str, Callable[[Conversion, ET.Element], None]] = {
         "simpleAuthenticationPlugin": _authentication,
         "authorizationPlugin": _authorization,
+        "jaasAuthenticationPlugin": convert_jaas,
     }
     for wrapper in children(broker, "plugins"):
         conv.use(wrapper)

@@ -76,9 +76,14 @@ ifneq ($(strip $(BENCH_APT_PACKAGES)),)
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BENCH_APT_PACKAGES) >/dev/null
 endif
 
-# make run CONFIG=path/to/dovecote.toml: the broker with that configuration.
+# make run CONFIG=path/to/dovecote.toml: the broker with that configuration;
+# EXTRAS="leveldb postgresql": with those extras installed too (pyproject.toml lists them).
 CONFIG ?=
+EXTRAS ?=
 run: install
+ifneq ($(strip $(EXTRAS)),)
+	$(UV) sync --frozen --inexact --no-default-groups --group build $(foreach extra,$(EXTRAS),--extra $(extra))
+endif
 	$(VENV)/bin/dovecote broker $(if $(CONFIG),--config "$(CONFIG)")
 
 lint: $(VENV)/.synced-all install

@@ -213,3 +213,14 @@ def test_the_compiled_wheel_runs_a_broker(tmp_path: Path, broker_from: StartBrok
     assert loaded.strip().endswith(".so")
     _, stomp_port = broker_from(python)
     exchange(stomp_port)
+
+
+def test_make_run_installs_the_base_and_passes_the_configuration() -> None:
+    """What `make run` would do (make -n: printed, nothing run): the base install and the
+    build tools only, no dev group, the extras asked for, the configuration passed."""
+    out = _run("make", "-n", "run", "CONFIG=conf/my broker.toml", "EXTRAS=leveldb postgresql")
+    syncs = [line for line in out.splitlines() if " sync " in line]
+    assert syncs and all("--no-default-groups --group build" in line for line in syncs), out
+    assert not [line for line in syncs if "--all-extras" in line or "--group dev" in line]
+    assert any("--extra leveldb --extra postgresql" in line for line in syncs), out
+    assert out.splitlines()[-1] == '.venv/bin/dovecote broker --config "conf/my broker.toml"'

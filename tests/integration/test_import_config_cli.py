@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,21 @@ def test_cli_refuses_what_is_not_activemq(tmp_path: Path) -> None:
         == "dovecote: no <broker> element: is this an ActiveMQ 5.x activemq.xml?"
     )
     assert not (tmp_path / "out.toml").exists()
+
+
+@pytest.mark.skipif(not DEBIAN.exists(), reason="Debian's activemq package is not installed")
+def test_cli_writes_to_stdout_without_output(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "dovecote", "import-config", str(DEBIAN)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert tomllib.loads(done.stdout)["openwire"]["port"] == 61616
+    assert done.stderr.startswith("not carried over: <kahaDB directory=")
+    missing = import_config(DEBIAN, tmp_path / "no-such-dir" / "out.toml")
+    assert missing.returncode == 2
+    out = tmp_path / "no-such-dir" / "out.toml"
+    assert missing.stderr == f"dovecote: cannot write {out}: No such file or directory\n"
 
 
 def answers_stomp(address: tuple[str, int], user: str | None, password: str | None) -> str:

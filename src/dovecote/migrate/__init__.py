@@ -176,23 +176,30 @@ def _check(text: str) -> Config:
 def run(xml_path: Path, output: Path | None) -> None:
     """The command: the TOML to ``output`` (stdout when None), what was left on stderr."""
     result = import_activemq(xml_path)
+    if output is None:
+        sys.stdout.write(result.text)
+    else:
+        _write(output, result.text)  # first: a file that cannot be written says only that
     for line in result.not_carried:
         print(f"not carried over: {line}", file=sys.stderr)
     for line in result.warnings:
         print(f"warning: {line}", file=sys.stderr)
     if output is None:
-        sys.stdout.write(result.text)
         return
-    try:
-        with tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", dir=output.parent or ".", delete=False, suffix=".tmp"
-        ) as handle:
-            handle.write(result.text)
-        os.replace(handle.name, output)
-    except OSError as exc:
-        raise MigrationError(f"cannot write {output}: {exc.strerror}") from None
     print(
         f"wrote {output}: {len(result.not_carried)} not carried over, "
         f"{len(result.warnings)} to check before starting",
         file=sys.stderr,
     )
+
+
+def _write(output: Path, text: str) -> None:
+    """``text`` to ``output`` whole or not at all (a temporary file renamed)."""
+    try:
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=output.parent, delete=False, suffix=".tmp"
+        ) as handle:
+            handle.write(text)
+        os.replace(handle.name, output)
+    except OSError as exc:
+        raise MigrationError(f"cannot write {output}: {exc.strerror}") from None

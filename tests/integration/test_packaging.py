@@ -14,9 +14,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -53,8 +55,15 @@ def build(out: Path, native: bool) -> list[Path]:
     return sorted(out.iterdir())
 
 
-def fresh_venv(where: Path, wheel: Path, extras: str = "") -> Path:
-    """A new virtual environment with ``wheel`` (and ``extras``) installed; its python."""
+@contextmanager
+def fresh_venv(wheel: Path, extras: str = "") -> Iterator[Path]:
+    """A new virtual environment with ``wheel`` (and ``extras``) installed, its python;
+    removed afterwards (with the spark extra it is ~800 MB)."""
+    with tempfile.TemporaryDirectory(prefix="dovecote-venv-") as tmp:
+        yield _install(Path(tmp) / "venv", wheel, extras)
+
+
+def _install(where: Path, wheel: Path, extras: str) -> Path:
     uv = _uv()
     python = os.path.realpath(sys.executable)  # the interpreter behind the test's venv
     _run(uv, "venv", "--quiet", "--python", python, where)
@@ -79,8 +88,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def base_python(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return fresh_venv(tmp_path_factory.mktemp("base") / "venv", wheel)
+def base_python(wheel: Path) -> Iterator[Path]:
+    with fresh_venv(wheel) as python:
+        yield python
 
 
 def installed(python: Path) -> set[str]:
@@ -192,9 +202,9 @@ def test_the_spark_extra_resolves(wheel: Path, base_python: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not LONG, reason="DOVECOTE_LONG=1: installs pyspark (~800 MB, ~20 s)")
-def test_the_spark_extra_brings_the_spark_source(wheel: Path, tmp_path: Path) -> None:
-    python = fresh_venv(tmp_path / "venv", wheel, extras="spark")
-    out = _run(python, "-c", "import dovecote.spark as s; print(s.DovecoteDataSource.name())")
+def test_the_spark_extra_brings_the_spark_source(wheel: Path) -> None:
+    with fresh_venv(wheel, extras="spark") as python:
+        out = _run(python, "-c", "import dovecote.spark as s; print(s.DovecoteDataSource.name())")
     assert out.strip() == "dovecote"
 
 
@@ -208,11 +218,13 @@ def test_the_compiled_wheel_runs_a_broker(tmp_path: Path, broker_from: StartBrok
     with zipfile.ZipFile(native[0]) as archive:
         compiled = [n for n in archive.namelist() if n.endswith(".so")]
     assert "dovecote/broker/queue" in " ".join(compiled)
-    python = fresh_venv(tmp_path / "venv", native[0])
-    loaded = _run(python, "-c", "import dovecote.broker.queue as q; print(q.__file__)")
-    assert loaded.strip().endswith(".so")
-    _, stomp_port = broker_from(python)
-    exchange(stomp_port)
+    with fresh_venv(native[0]) as python:
+        loaded = _run(python, "-c", "import dovecote.broker.queue as q; print(q.__file__)")
+        assert loaded.strip().endswith(".so")
+        proc, stomp_port = broker_from(python)
+        exchange(stomp_port)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
 
 
 def test_make_run_installs_the_base_and_passes_the_configuration() -> None:

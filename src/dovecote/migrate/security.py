@@ -18,7 +18,6 @@ _PLUGIN_REASONS = {
     "[[security.certificate_users]] with [tls] client_auth",
     "jaasDualAuthenticationPlugin": "JAAS is Java's: [[security.users]] and "
     "[[security.certificate_users]] together do the same",
-    "statisticsBrokerPlugin": "dovecote always answers statistics requests ([broker] statistics)",
     "redeliveryPlugin": "dovecote has no broker-side redelivery (the client redelivers; "
     "maximum_redeliveries in [[policy.entries]])",
 }

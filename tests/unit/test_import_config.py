@@ -247,6 +247,23 @@ def test_jaas_properties_login_module_users(tmp_path: Path) -> None:
     leftover(result, "com.example.LdapLoginModule", 2)
 
 
+def test_web_console_from_jetty_import(tmp_path: Path) -> None:
+    (tmp_path / "jetty.xml").write_text(
+        '<beans xmlns="http://www.springframework.org/schema/beans">\n'
+        '<bean id="jettyPort" class="org.apache.activemq.web.WebConsolePort">\n'
+        '<property name="host" value="127.0.0.2"/><property name="port" value="8162"/>\n'
+        "</bean></beans>\n"
+    )
+    xml = tmp_path / "activemq.xml"
+    xml.write_text(
+        '<beans xmlns="http://www.springframework.org/schema/beans">\n'
+        '<broker xmlns="http://activemq.apache.org/schema/core"/>\n'
+        '<import resource="jetty.xml"/></beans>\n'
+    )
+    console = import_activemq(xml).config.console
+    assert (console.enabled, console.host, console.port) == (True, "127.0.0.2", 8162)
+
+
 def test_unresolved_placeholder_in_a_port_is_named(tmp_path: Path) -> None:
     path = tmp_path / "activemq.xml"
     path.write_text(

@@ -227,23 +227,27 @@ def convert_console(conv: Conversion, root: ET.Element, doc: XmlDocument) -> Non
     conv.use(element, "resource")
     conv.put(console, "enabled", True, element, "resource")
     path = doc.path.parent / element.get("resource", "").removeprefix("file:")
-    port = _jetty_port(path)
-    if port is not None:
-        conv.put(console, "port", port, None, comment=f"jettyPort in {path}")
+    for key, value in _jetty_address(path).items():
+        conv.put(console, key, value, None, comment=f"jettyPort in {path}")
     conv.warnings.append(
         "the web console becomes dovecote's console and admin API (docs/admin-api.md): "
         "jetty.xml's realm, users and web applications are not carried over"
     )
 
 
-def _jetty_port(path: Path) -> int | None:
+def _jetty_address(path: Path) -> dict[str, str | int]:
+    """The host and port of jetty.xml's jettyPort bean (what of them is there)."""
     try:
         jetty = XmlDocument(path).root
-    except MigrationError:  # jetty.xml is optional reading: its port or nothing
-        return None
+    except MigrationError:  # jetty.xml is optional reading: its address or nothing
+        return {}
+    address: dict[str, str | int] = {}
     for bean in jetty.iter():
         if isinstance(bean.tag, str) and bean.get("id") == "jettyPort":
             for prop in bean:
-                if prop.get("name") == "port" and (prop.get("value") or "").isdigit():
-                    return int(prop.get("value", "0"))
-    return None
+                name, value = prop.get("name"), prop.get("value") or ""
+                if name == "port" and value.isdigit():
+                    address["port"] = int(value)
+                elif name == "host" and value and "${" not in value:
+                    address["host"] = value
+    return address

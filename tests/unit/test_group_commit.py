@@ -10,6 +10,7 @@ import logging
 import pytest
 
 from dovecote.broker.regions import log_failure
+from dovecote.core.errors import StoreFailedError
 from dovecote.store.groupcommit import GATHER_TURNS, GroupWriter
 
 
@@ -257,3 +258,75 @@ async def test_exclusive_work_whose_caller_gave_up_is_not_run() -> None:
     await writer.stop()
     with pytest.raises(OSError, match="stopping"):
         await writer.run_exclusive(lambda: work("late"))
+
+
+class NowRecorder(Recorder):
+    """An owner that can also write a group at once (the journal with a fast fsync)."""
+
+    def __init__(self, can: bool = True) -> None:
+        super().__init__()
+        self.now: list[list[str]] = []
+        self.can = can
+
+    def write_now(self, group: list[str]) -> bool:
+        if not self.can:
+            return False
+        if "bad" in group:
+            raise OSError(28, "No space left on device")
+        self.now.append(group)
+        return True
+
+
+async def _quiet(writer: GroupWriter[str]) -> None:
+    """Until the writer has gone back to sleep."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_a_lone_writer_is_written_in_its_own_turn_with_what_waited() -> None:
+    owner = NowRecorder()
+    writer = GroupWriter(owner.write_group, write_now=owner.write_now)
+    writer.start()
+    await writer.submit("a0")  # the first goes through the writer: alone since when?
+    await _quiet(writer)
+    lazy = writer.submit("removal", urgent=False)
+    second = writer.submit("a1")
+    # Done when submit returns: nothing had to wait for another turn of the loop.
+    assert second.done() and lazy.done()
+    assert owner.groups == [["a0"]] and owner.now == [["removal", "a1"]]
+    await writer.stop()
+
+
+async def test_writers_of_several_tasks_still_share_groups() -> None:
+    owner = NowRecorder()
+    writer = GroupWriter(owner.write_group, write_now=owner.write_now)
+    writer.start()
+    await asyncio.gather(*(_producer(writer, name, 3, 0) for name in "abc"))
+    assert owner.now == []
+    assert owner.groups == [["a0", "b0", "c0"], ["a1", "b1", "c1"], ["a2", "b2", "c2"]]
+    await writer.stop()
+
+
+async def test_a_lone_writer_the_owner_cannot_write_at_once_goes_through_the_writer() -> None:
+    owner = NowRecorder(can=False)
+    writer = GroupWriter(owner.write_group, write_now=owner.write_now)
+    writer.start()
+    for item in ("a0", "a1", "a2"):
+        await writer.submit(item)
+        await _quiet(writer)
+    assert owner.groups == [["a0"], ["a1"], ["a2"]] and owner.now == []
+    await writer.stop()
+
+
+async def test_a_lone_writer_whose_write_fails_is_told_and_the_store_degrades() -> None:
+    owner = NowRecorder()
+    writer = GroupWriter(owner.write_group, write_now=owner.write_now)
+    writer.start()
+    await writer.submit("a0")
+    await _quiet(writer)
+    failed = writer.submit("bad")
+    assert failed.done()
+    with pytest.raises(StoreFailedError, match="No space left"):
+        await failed
+    assert writer.degraded is not None and "No space left" in writer.degraded
+    await writer.stop()

@@ -3,7 +3,9 @@ that moment as one group (one fsync, one database transaction) and wakes them al
 group is being made durable the next one gathers, so concurrent producers share the cost of
 each sync (SPEC M2). A failure of a group fails each of its writers with the error. Batches
 nobody waits for (removals settled on dispatch) wait a moment for one somebody waits for, so
-that both share a group.
+that both share a group. A writer alone (the same task as the last, the writer idle: a lone
+synchronous producer) has its group written at once in its own turn of the loop, when its
+owner can do so without waiting (``write_now``: the journal, when its fsync is fast).
 
 A group refused by the disk or the database puts the store in degraded mode (health.py).
 Every batch is still tried (each refused one's writers get the disk's reason). The store
@@ -46,8 +48,15 @@ class GroupWriter(Generic[T]):
         write_group: Callable[[list[T]], Awaitable[None]],
         after_group: Callable[[], Awaitable[None]] | None = None,
         adds: Callable[[T], bool] | None = None,
+        write_now: Callable[[list[T]], bool] | None = None,
     ) -> None:
         self._write_group = write_group
+        self._write_now = write_now
+        """Writes a group at once, without waiting (False, having written nothing, when it
+        would have to wait: a slow fsync): how a lone writer's batch is written in its own
+        turn of the loop (see ``submit``)."""
+        self._last_submitter: object = None
+        """The task of the last urgent batch."""
         self._after_group = after_group
         self.health = StoreHealth()
         self._adds = adds
@@ -62,6 +71,7 @@ class GroupWriter(Generic[T]):
         self._waiter: asyncio.Future[None] | None = None
         self._lazy_timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         # Work to run between groups (run_exclusive), by the writer itself: what runs in its
         # task needs no lock against the groups (an asyncio.Lock taken around each group
         # was ten interpreted calls per group, one group per send for a lone producer).
@@ -79,6 +89,8 @@ class GroupWriter(Generic[T]):
         return self.health.degraded
 
     def start(self) -> None:
+        # (Kept: asyncio.get_running_loop() is a getpid() system call each time.)
+        self._loop = asyncio.get_running_loop()
         self._closing = False
         self._woken = False
         self._task = asyncio.create_task(self._run())
@@ -116,14 +128,25 @@ class GroupWriter(Generic[T]):
         index transaction) instead of two."""
         if self._closing or self._task is None:
             raise OSError("the store is stopping")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = self._loop
+        assert loop is not None
+        future: asyncio.Future[None] = loop.create_future()
         self._pending.append((item, future))
         if urgent:
             self._urgent += 1
+            # The same task as the last urgent batch, and the writer idle: nobody else is
+            # writing now, so nobody would share the group. Written here and now (one fsync,
+            # the caller not suspended): the writer's wake and the caller's, two turns of
+            # the loop, cost a lone synchronous producer more than the rest of its send.
+            submitter = asyncio.current_task(loop)
+            alone = submitter is self._last_submitter and submitter is not None
+            self._last_submitter = submitter
+            if alone and self._idle() and self._write_alone():
+                return future
             self.wake()
         elif self._lazy_timer is None:
             # The writer is not woken for it now: an urgent batch, or this timer, will.
-            self._lazy_timer = asyncio.get_running_loop().call_later(LAZY_WAIT_S, self.wake)
+            self._lazy_timer = loop.call_later(LAZY_WAIT_S, self.wake)
         return future
 
     def wake(self) -> None:
@@ -133,9 +156,52 @@ class GroupWriter(Generic[T]):
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
+    def _idle(self) -> bool:
+        """Asleep with nothing to do but what was just queued (no group under way, none
+        asked for, no exclusive work, writes not failing)."""
+        return (
+            self._write_now is not None
+            and self._waiter is not None
+            and not self._woken
+            and self._urgent == 1
+            and not self._exclusive
+            and not self.health.refusing_writes
+        )
+
+    def _write_alone(self) -> bool:
+        """Write what is queued now, in the caller's turn; False when ``write_now`` could
+        not without waiting (then the writer writes it)."""
+        assert self._write_now is not None
+        group = self._pending
+        failure: Exception | None = None
+        try:
+            if not self._write_now([item for item, _ in group]):
+                return False
+        except Exception as exc:
+            failure = exc
+        self._pending = []
+        self._take_group()
+        if failure is not None:
+            self._group_failed(group, failure)
+            return True
+        for _, future in group:
+            if not future.done():
+                future.set_result(None)
+        return True
+
+    def _take_group(self) -> None:
+        """What every group does as it leaves the queue."""
+        if self._urgent:
+            self._last_urgent = self._urgent
+        self._urgent = 0
+        if self._lazy_timer is not None:
+            self._lazy_timer.cancel()  # its batches are in this group
+            self._lazy_timer = None
+
     async def _sleep(self) -> None:
         """Until ``wake``."""
-        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        assert self._loop is not None
+        waiter = self._waiter = self._loop.create_future()
         try:
             await waiter
         finally:
@@ -168,29 +234,11 @@ class GroupWriter(Generic[T]):
 
     async def _write_pending(self) -> None:
         group, self._pending = self._pending, []
-        if self._urgent:
-            self._last_urgent = self._urgent
-        self._urgent = 0
-        if self._lazy_timer is not None:
-            self._lazy_timer.cancel()  # its batches are in this group
-            self._lazy_timer = None
+        self._take_group()
         try:
             await self._write_group([item for item, _ in group])
         except Exception as exc:  # each writer learns of the failure
-            failure: Exception = exc
-            if isinstance(exc, OSError | StoreFailedError):
-                # The disk's or the database's failure (full, an I/O error), not ours: one
-                # line, and the writers get an error a client can be told; the trace only
-                # when debugging.
-                if isinstance(exc, OSError):
-                    failure = StoreFailedError(f"the store could not write: {_disk_error(exc)}")
-                self._writes_failed(str(failure))
-                log.debug("store write failed (%d batches refused)", len(group), exc_info=exc)
-            else:
-                log.exception("store write failed")
-            for _, future in group:
-                if not future.done():
-                    future.set_exception(failure)
+            self._group_failed(group, exc)
             return
         adds = self._adds
         if self.health.refusing_writes and adds is not None and any(adds(i) for i, _ in group):
@@ -201,6 +249,22 @@ class GroupWriter(Generic[T]):
         for _, future in group:
             if not future.done():
                 future.set_result(None)
+
+    def _group_failed(self, group: list[tuple[T, asyncio.Future[None]]], exc: Exception) -> None:
+        failure: Exception = exc
+        if isinstance(exc, OSError | StoreFailedError):
+            # The disk's or the database's failure (full, an I/O error), not ours: one
+            # line, and the writers get an error a client can be told; the trace only
+            # when debugging.
+            if isinstance(exc, OSError):
+                failure = StoreFailedError(f"the store could not write: {_disk_error(exc)}")
+            self._writes_failed(str(failure))
+            log.debug("store write failed (%d batches refused)", len(group), exc_info=exc)
+        else:
+            log.exception("store write failed")
+        for _, future in group:
+            if not future.done():
+                future.set_exception(failure)
 
     def _writes_failed(self, reason: str) -> None:
         self.health.failed(WRITES, reason)

@@ -18,7 +18,7 @@ import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -55,6 +55,8 @@ from dovecote.store.journal.records import (
     added_messages,
     adds_to_store,
     decode_batch,
+    group_records,
+    message_bytes,
     sequence,
     with_counter,
 )
@@ -65,8 +67,6 @@ log = logging.getLogger("dovecote.store.journal")
 DEFAULT_MAX_FILE_LENGTH: Final = 32 * 1024 * 1024
 LOCK_POLL_S: Final = 0.5
 REPLAY_TXN_RECORDS: Final = 1000
-SMALL_BATCH_OPS: Final = 16
-"""Batches of at most this many operations share a journal record with their group's others."""
 INDEX_DELAY_S: Final = 0.02
 """How long written groups may wait for the index to catch up with them. Each catch-up is
 an LMDB transaction whose cost is mostly fixed: at 2 ms a lone sync producer paid one every
@@ -89,24 +89,6 @@ the index)."""
 def _adds(records: list[tuple[Location, list[JournalOp]]]) -> int:
     """How many messages the records add (counted only for a large group)."""
     return sum(isinstance(op, SequencedAdd) for _, ops in records for op in ops)
-
-
-def _records(batches: list[list[JournalOp]]) -> Iterator[list[JournalOp]]:
-    """A group's batches as journal records: the small ones (a sync send, a consumer's
-    removal) together in one record (one encoding, one checksum, one write; applied all or
-    nothing, as each of them was), a large one alone (a record is read back whole to page a
-    message in)."""
-    small: list[JournalOp] = []
-    for ops in batches:
-        if len(ops) > SMALL_BATCH_OPS:
-            if small:
-                yield small
-                small = []
-            yield ops
-        else:
-            small.extend(ops)
-    if small:
-        yield small
 
 
 def _batch_adds(item: tuple[list[JournalOp], bool]) -> bool:
@@ -138,7 +120,9 @@ class JournalPersistenceAdapter:
         self._files: DataFiles | None = None
         self._index: Index | None = None
         self._next_seq = 1
-        self._writer = GroupWriter(self._write_group, self._after_group, adds=_batch_adds)
+        self._writer = GroupWriter(
+            self._write_group, self._after_group, adds=_batch_adds, write_now=self._write_now
+        )
         self._encoder = BatchEncoder()
         # Groups written (durable) but not yet applied to the index, with the journal's head
         # after the last of them: what the index's ``applied`` becomes once they are.
@@ -324,20 +308,11 @@ class JournalPersistenceAdapter:
         return self._writer.submit((ops, sync), urgent=not lazy)
 
     async def _write_group(self, group: list[tuple[list[JournalOp], bool]]) -> None:
-        files, index = self._files, self._index
-        assert files is not None and index is not None
-        written: list[tuple[Location, list[JournalOp]]] = []
-        size = 0
-        encoder = self._encoder
+        files = self._files
+        assert files is not None
         start = files.head
         try:
-            for ops in _records([batch for batch, _ in group]):
-                header, payload = encoder.parts(ops)
-                try:
-                    size += len(header) + len(payload)
-                    written.append((files.append(header, payload), ops))
-                finally:
-                    encoder.release()
+            written, size = self._append(group)
             # One fsync covers every batch of the group: the group commit. A group of
             # batches that asked for none (acks nobody waits for) is left to the next one.
             await files.sync(self.disk_syncs and any(sync for _, sync in group))
@@ -346,7 +321,51 @@ class JournalPersistenceAdapter:
             # or a replay would apply what the index never saw.
             files.rewind(start)
             raise
-        head = files.head
+        self._written(written, size)
+
+    def _write_now(self, group: list[tuple[list[JournalOp], bool]]) -> bool:
+        """``_write_group`` at once, when its fsync would run in the event loop (a fast disk,
+        a small group); False, having written nothing, when not."""
+        files = self._files
+        assert files is not None
+        syncs = self.disk_syncs and any(sync for _, sync in group)
+        if syncs and not files.syncs_inline(message_bytes(group)):
+            return False
+        start = files.head
+        try:
+            written, size = self._append(group)
+            if syncs:
+                files.sync_now()
+        except OSError:
+            files.rewind(start)
+            raise
+        self._written(written, size)
+        if self._unapplied_ops >= INDEX_DELAY_OPS:
+            self._writer.wake()  # the index catches up now, in the writer
+        return True
+
+    def _append(
+        self, group: list[tuple[list[JournalOp], bool]]
+    ) -> tuple[list[tuple[Location, list[JournalOp]]], int]:
+        """Append a group's records: where each went, and their bytes."""
+        files = self._files
+        assert files is not None
+        written: list[tuple[Location, list[JournalOp]]] = []
+        size = 0
+        encoder = self._encoder
+        for ops in group_records([batch for batch, _ in group]):
+            header, payload = encoder.parts(ops)
+            try:
+                size += len(header) + len(payload)
+                written.append((files.append(header, payload), ops))
+            finally:
+                encoder.release()
+        return written, size
+
+    def _written(self, written: list[tuple[Location, list[JournalOp]]], size: int) -> None:
+        """A group is durable: the index is to catch up with it."""
+        assert self._files is not None
+        head = self._files.head
         # The index is a view the journal can rebuild: it is not brought up to date before
         # the writers wake (their receipts need only the fsync) but a moment later, between
         # groups, for several groups in one transaction. A crash before that replays them.

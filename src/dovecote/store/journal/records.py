@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -35,6 +35,8 @@ FILE_VERSION: Final = 1
 FILE_HEADER: Final = struct.Struct("<8sII")
 RECORD_HEADER: Final = struct.Struct("<IIB")
 BATCH: Final = 1
+SMALL_BATCH_OPS: Final = 16
+"""Batches of at most this many operations share a journal record with their group's others."""
 
 
 @dataclass(slots=True, unsafe_hash=True, init=False)
@@ -188,6 +190,29 @@ class BatchEncoder:
 
 def decode_batch(payload: bytes) -> list[JournalOp]:
     return [decode_op(f) for f in msgpack.unpackb(payload, raw=False, strict_map_key=False)]
+
+
+def group_records(batches: list[list[JournalOp]]) -> Iterator[list[JournalOp]]:
+    """A group's batches as journal records: the small ones (a sync send, a consumer's
+    removal) together in one record (one encoding, one checksum, one write; applied all or
+    nothing, as each of them was), a large one alone (a record is read back whole to page a
+    message in)."""
+    small: list[JournalOp] = []
+    for ops in batches:
+        if len(ops) > SMALL_BATCH_OPS:
+            if small:
+                yield small
+                small = []
+            yield ops
+        else:
+            small.extend(ops)
+    if small:
+        yield small
+
+
+def message_bytes(group: list[tuple[list[JournalOp], bool]]) -> int:
+    """About the bytes a group's records take: its messages'."""
+    return sum(op.message.size for ops, _ in group for op in ops if isinstance(op, SequencedAdd))
 
 
 def sequence(batch: Sequence[StoreOp], next_seq: int) -> tuple[list[JournalOp], int]:

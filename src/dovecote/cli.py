@@ -127,7 +127,10 @@ def produce(args: argparse.Namespace) -> None:
     """Send COUNT messages: a body given, a file's content, or SIZE characters."""
     from dovecote.tools import body_of
 
-    body = body_of(args.body, args.file, args.size)
+    try:
+        body = body_of(args.body, args.file, args.size)
+    except OSError as exc:
+        raise CommandError(f"cannot read {args.file}: {exc.strerror}", 1) from None
     _tool("produce", args.url, args.destination, args.count, args.persistent, body,
           args.header, args.property)  # fmt: skip
 
@@ -204,6 +207,17 @@ INTERRUPTED = 130
 """The exit code of a command ended by Ctrl-C (128 + SIGINT), as shells report it."""
 
 
+def _count(text: str) -> int:
+    """A whole number, 0 or more (argparse names the option when it is not)."""
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+_count.__name__ = "count"  # argparse says "invalid count value: '-1'"
+
+
 class _ShowDefaults(argparse.ArgumentDefaultsHelpFormatter):
     """--help gives each option's default where it has one (not None, [] or a flag's off)."""
 
@@ -268,7 +282,7 @@ def parser() -> argparse.ArgumentParser:
     sub = command(produce)
     sub.add_argument("destination", help="queue://NAME, topic://NAME or NAME.")
     url(sub)
-    sub.add_argument("--count", type=int, default=1000, help="Messages to send.")
+    sub.add_argument("--count", type=_count, default=1000, help="Messages to send.")
     body = sub.add_mutually_exclusive_group()
     body.add_argument("--body", "-b", help="The body of every message (text).")
     body.add_argument(
@@ -278,7 +292,7 @@ def parser() -> argparse.ArgumentParser:
         help="Send this file's content (text when it is UTF-8, else a bytes message).",
     )
     body.add_argument(
-        "--size", type=int, default=1024, help="Without --body or --file: body size in bytes."
+        "--size", type=_count, default=1024, help="Without --body or --file: body size in bytes."
     )
     sub.add_argument(
         "--header",
@@ -308,7 +322,7 @@ def parser() -> argparse.ArgumentParser:
     sub = command(consume)
     sub.add_argument("destination", help="queue://NAME, topic://NAME or NAME.")
     url(sub)
-    sub.add_argument("--count", type=int, default=1000, help="Stop after this many messages.")
+    sub.add_argument("--count", type=_count, default=1000, help="Stop after this many messages.")
     sub.add_argument(
         "--timeout", type=float, default=10.0, help="Stop after this many idle seconds."
     )
@@ -317,7 +331,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("destination", help="queue://NAME or NAME.")
     url(sub)
     sub.add_argument(
-        "--limit", type=int, default=20, help="Messages to show and read (0: all of them)."
+        "--limit", type=_count, default=20, help="Messages to show and read (0: all of them)."
     )
 
     sub = command(purge)

@@ -187,6 +187,11 @@ def test_produce_names_a_bad_header_or_property() -> None:
     assert bad.returncode == 1 and "property n:int='many' is not a int" in bad.stderr
     bad = run_tool("produce", "q", "-P", "novalue")
     assert bad.returncode == 1 and "write it as NAME=VALUE" in bad.stderr
+    bad = run_tool("browse", "q", "--limit", "-1")
+    assert bad.returncode == 2 and "argument --limit: invalid count value: '-1'" in bad.stderr
+    bad = run_tool("produce", "q", "--file", "/nonexistent/body.txt")
+    assert bad.returncode == 1
+    assert bad.stderr == "dovecote: cannot read /nonexistent/body.txt: No such file or directory\n"
 
 
 class CountingProxy:

@@ -63,6 +63,8 @@ def broker(args: argparse.Namespace) -> None:
         broker_app = BrokerApp(cfg)
     except ConfigError as exc:
         raise CommandError(str(exc), 2) from None
+    except OSError as exc:  # e.g. TLS files that cannot be read
+        raise CommandError(f"cannot start the broker: {exc}", 2) from None
     try:
         asyncio.run(_serve(broker_app))
     except OSError as exc:

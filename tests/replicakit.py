@@ -153,7 +153,7 @@ class ReplicaSet:
             self.settings(name), self.group.coordinator(), demoted.append
         )
         self.stores[name] = store
-        self.starting[name] = asyncio.create_task(store.start())
+        self.starting[name] = asyncio.create_task(store.start(), name=f"{name}-start")
         return store
 
     async def start(self, count: int | None = None) -> ReplicatedLevelDBStore:
@@ -175,7 +175,10 @@ class ReplicaSet:
                     return self.stores[name]
             return None
 
-        await until(lambda: elected() is not None, "a master elected", timeout)
+        def roles() -> str:
+            return ", ".join(f"{n}: {s.role} {s.reason}".strip() for n, s in self.stores.items())
+
+        await until(lambda: elected() is not None, lambda: f"a master ({roles()})", timeout)
         found = elected()
         assert found is not None
         return found
@@ -220,10 +223,14 @@ class ReplicaSet:
             await self.stop(name)
 
 
-async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+async def until(
+    condition: Callable[[], bool], what: str | Callable[[], str], timeout: float = 10.0
+) -> None:
     """Poll ``condition`` until true; fail naming ``what`` after ``timeout`` seconds."""
     deadline = asyncio.get_running_loop().time() + timeout
     while not condition():
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(
+                f"timed out waiting for {what if isinstance(what, str) else what()}"
+            )
         await asyncio.sleep(0.01)

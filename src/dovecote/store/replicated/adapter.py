@@ -21,6 +21,7 @@ from dovecote.store.api import PagedRecovery, QueuePage, QueuePosition, Recovere
 from dovecote.store.leveldb.adapter import LevelDBPersistenceAdapter
 from dovecote.store.replicated.coordination import Coordinator, Member, Role, quorum_of
 from dovecote.store.replicated.history import read_position
+from dovecote.store.replicated.link import cancel
 from dovecote.store.replicated.master import ReplicationServer
 from dovecote.store.replicated.settings import DISK, ReplicationSettings, host_port, parse_sync
 from dovecote.store.replicated.slave import Follower
@@ -92,7 +93,9 @@ class ReplicatedLevelDBStore:
             await self.coordinator.start(
                 Member(self.settings.node_id, self.replication_address, position)
             )
-            self._watching = asyncio.create_task(self._watch())
+            self._watching = asyncio.create_task(
+                self._watch(), name=f"{self.settings.node_id}-roles"
+            )
             await self._elected
         except BaseException:
             await self._shut()
@@ -103,10 +106,7 @@ class ReplicatedLevelDBStore:
 
     async def _shut(self) -> None:
         for task in (self._watching, self._following):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await cancel(task)
         self._watching = self._following = None
         await self.local.stop()  # (a master's last groups still get their acks)
         if self._server is not None:
@@ -144,8 +144,12 @@ class ReplicatedLevelDBStore:
                 self._demote(why)
             return
         if role.kind == "slave" and role.master is not None:
-            if self._following is not None and self.master == role.master:
-                return
+            same = self.master is not None and (
+                (self.master.node_id, self.master.replication_address)
+                == (role.master.node_id, role.master.replication_address)
+            )
+            if self._following is not None and same:
+                return  # (the same master, its position published anew)
             await self._stop_following()
             self.role, self.master, self.reason = "slave", role.master, ""
             assert self._follower is not None
@@ -173,11 +177,8 @@ class ReplicatedLevelDBStore:
             self._elected.set_result(None)
 
     async def _stop_following(self) -> None:
-        if self._following is not None:
-            self._following.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._following
-            self._following = None
+        await cancel(self._following)
+        self._following = None
 
     def _demote(self, why: str) -> None:
         was_master = self.role == "master"

@@ -4,7 +4,6 @@ idle, and a peer silent for the timeout taken as gone (PROTOCOL.md)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
 from dovecote.store.replicated.stream import (
@@ -16,6 +15,18 @@ from dovecote.store.replicated.stream import (
     encode,
     frame_length,
 )
+
+
+async def cancel(task: asyncio.Task[None] | None) -> None:
+    """Cancel ``task`` and wait until it has ended, whatever it raised; a cancellation of
+    the caller itself still comes through (awaiting the task under a suppress of
+    CancelledError would swallow it)."""
+    if task is None:
+        return
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()  # (retrieved: it ended on its own while being cancelled)
 
 
 class PeerGone(Exception):
@@ -53,11 +64,13 @@ class Link:
         """The next message other than a heartbeat."""
         while True:
             try:
-                header = await asyncio.wait_for(
-                    self.reader.readexactly(HEADER.size), self.timeout_s
-                )
+                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
+                # that comes as the read completes, and the task then runs on.
+                async with asyncio.timeout(self.timeout_s):
+                    header = await self.reader.readexactly(HEADER.size)
                 length, kind = frame_length(header)
-                body = await asyncio.wait_for(self.reader.readexactly(length), self.timeout_s)
+                async with asyncio.timeout(self.timeout_s):
+                    body = await self.reader.readexactly(length)
             except TimeoutError:
                 raise PeerGone(f"nothing heard for {self.timeout_s:g}s") from None
             except (asyncio.IncompleteReadError, ConnectionError) as exc:
@@ -77,14 +90,14 @@ class Link:
         except ConnectionError as exc:
             raise PeerGone(f"connection closed ({type(exc).__name__})") from None
 
+    def abort(self) -> None:
+        """Drop the connection now, what is still buffered with it: a close would wait for
+        a peer that no longer reads (a stopped or wedged one) to take it."""
+        self.writer.transport.abort()
+
     async def close(self) -> None:
-        if self._beats is not None:
-            self._beats.cancel()
-            with contextlib.suppress(asyncio.CancelledError, PeerGone):
-                await self._beats
-        self.writer.close()
-        with contextlib.suppress(ConnectionError, OSError):
-            await self.writer.wait_closed()
+        await cancel(self._beats)
+        self.abort()
 
 
 __all__ = ["Link", "PeerGone", "ProtocolError"]

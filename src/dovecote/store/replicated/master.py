@@ -29,7 +29,7 @@ from dovecote.store.replicated.history import (
     read_history,
     read_position,
 )
-from dovecote.store.replicated.link import Link, PeerGone
+from dovecote.store.replicated.link import Link, PeerGone, cancel
 from dovecote.store.replicated.settings import DISK, ReplicationSettings, SyncPolicy
 from dovecote.store.replicated.stream import (
     VERSION,
@@ -99,7 +99,6 @@ class ReplicationServer:
         self._new_record = asyncio.Event()
         self._acked = asyncio.Event()
         self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self.published: Callable[[int], None] | None = None
         """Told each new position (the store publishes it to the coordinator)."""
 
@@ -129,7 +128,7 @@ class ReplicationServer:
         self.master = False
         self._fail_waits(reason)
         for session in list(self.sessions.values()):
-            self._spawn(session.link.close())
+            session.link.abort()  # (its _serve task ends on that, and closes the rest)
 
     async def close(self) -> None:
         """Stop serving; a master first gives its slaves up to the peer timeout to ack its
@@ -139,23 +138,14 @@ class ReplicationServer:
             self._server = None
         if self.master:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._caught_up(), self.settings.peer_timeout_s)
+                async with asyncio.timeout(self.settings.peer_timeout_s):
+                    await self._caught_up()
         self.refuse("the store stopped")
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
 
     async def _caught_up(self) -> None:
         while any(s.applied < self.position for s in self.sessions.values()):
             acked = self._acked = asyncio.Event()
             await acked.wait()
-
-    def _spawn(self, work: object) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(work)  # type: ignore[call-overload]
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     @property
     def connected(self) -> int:
@@ -194,6 +184,9 @@ class ReplicationServer:
             self.published(self.position)
         if not wanted or not self.policy.remote or not self.needed:
             return
+        reason = self.quorum_error()  # (lost while the group was written in a thread)
+        if reason is not None:
+            raise StoreFailedError(reason)
         wait = QuorumWait(self.position, disk, asyncio.get_running_loop().create_future())
         self._waits.append(wait)
         self._settle()
@@ -245,9 +238,7 @@ class ReplicationServer:
             try:
                 await self._read_acks(session, sender)
             finally:
-                sender.cancel()
-                with contextlib.suppress(asyncio.CancelledError, PeerGone):
-                    await sender
+                await cancel(sender)
         except (PeerGone, ProtocolError, StoreFailedError, OSError) as exc:
             who = session.node_id if session is not None else link.peer
             level = logging.WARNING if isinstance(exc, ProtocolError) else logging.INFO

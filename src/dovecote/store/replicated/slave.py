@@ -67,7 +67,8 @@ class Follower:
     async def _session(self, master: Member) -> None:
         host, port = host_port(master.replication_address)
         timeout = self.settings.peer_timeout_s
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        async with asyncio.timeout(timeout):  # (not wait_for: see Link.read)
+            reader, writer = await asyncio.open_connection(host, port)
         link = Link(reader, writer, timeout)
         try:
             self.position, self.epoch = read_position(self.local.get)

@@ -1,0 +1,284 @@
+"""The replicated LevelDB store (issue 35), three stores in one process: real LevelDB
+directories, real sockets between them, and the in-process coordinator of replicakit (the
+election rule of coordination.py) standing for ZooKeeper. The multi-process tests with a
+real ZooKeeper are the group helper's (tests/integration)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from contract import Q, StoreContract, msg
+
+from dovecote.core.errors import StoreFailedError
+from dovecote.store.api import AddMessage, PersistenceAdapter, RemoveMessage
+from dovecote.store.leveldb import LevelDBPersistenceAdapter
+from dovecote.store.replicated.adapter import ReplicatedLevelDBStore
+from dovecote.store.replicated.history import POSITION, POSITION_KEY, read_position
+from dovecote.store.replicated.stream import HEADER, Hello, Welcome, decode, encode, frame_length
+from replicakit import ReplicaSet, until
+
+
+@pytest.fixture
+async def replicas(tmp_path: Path) -> AsyncIterator[ReplicaSet]:
+    group = ReplicaSet(tmp_path)
+    yield group
+    await group.stop_all()
+
+
+def stored_ids(store: ReplicatedLevelDBStore) -> list[str]:
+    return [m.message_id for m in store.recover().queues.get(Q, [])]
+
+
+# -- the store contract, on a master with two slaves -------------------------------------------
+
+
+@pytest.fixture
+async def store(replicas: ReplicaSet) -> PersistenceAdapter:
+    return await replicas.start()
+
+
+@pytest.fixture
+def reopen(replicas: ReplicaSet):  # type: ignore[no-untyped-def]
+    async def again(adapter: PersistenceAdapter) -> PersistenceAdapter:
+        # The master stops; a slave takes over with what it was sent, and the old master
+        # comes back as a slave: recovery here is from a replica's copy.
+        assert isinstance(adapter, ReplicatedLevelDBStore)
+        name = adapter.settings.node_id
+        await replicas.stop(name)
+        master = await replicas.master()
+        replicas.launch(name)
+        await replicas.registered(name)
+        await until(lambda: master.degraded is None, "the old master back as a slave")
+        return master
+
+    return again
+
+
+class TestReplicatedStore(StoreContract):
+    pass
+
+
+# -- taking over ------------------------------------------------------------------------------
+
+
+async def test_a_slave_that_takes_over_holds_the_masters_writes(replicas: ReplicaSet) -> None:
+    master = await replicas.start()
+    await master.write([AddMessage(msg(i)) for i in range(10)])
+    await master.write([RemoveMessage(Q, msg(0).message_id)])
+    await replicas.caught_up()
+    old = master.settings.node_id
+    await replicas.crash(old)
+    successor = await replicas.master()
+    assert successor.settings.node_id != old
+    assert stored_ids(successor) == [msg(i).message_id for i in range(1, 10)]
+    await successor.write([AddMessage(msg(10))])  # (the other slave follows it)
+    assert successor.message_count(Q) == 10
+
+
+@pytest.mark.parametrize("sync", ["quorum_mem", "quorum_disk"])
+async def test_nothing_acknowledged_is_lost_when_the_master_dies_under_load(
+    tmp_path: Path, sync: str
+) -> None:
+    replicas = ReplicaSet(tmp_path, sync=sync)
+    try:
+        master = await replicas.start()
+        acknowledged: list[str] = []
+
+        async def producer(n: int) -> None:
+            for i in range(10_000):
+                message = msg(n * 100_000 + i)
+                try:
+                    await master.write([AddMessage(message)])
+                except StoreFailedError:
+                    return
+                acknowledged.append(message.message_id)
+
+        producers = [asyncio.create_task(producer(n)) for n in range(4)]
+        await until(lambda: len(acknowledged) >= 300, "300 writes acknowledged")
+        await replicas.crash(master.settings.node_id)
+        await asyncio.gather(*producers)
+        successor = await replicas.master()
+        stored = set(stored_ids(successor))
+        assert not [i for i in acknowledged if i not in stored]
+    finally:
+        await replicas.stop_all()
+
+
+async def test_a_slave_whose_master_dies_waits_for_the_next_election(
+    replicas: ReplicaSet,
+) -> None:
+    master = await replicas.start()
+    await master.write([AddMessage(msg(i)) for i in range(5)])
+    await replicas.caught_up()
+    await replicas.crash("n2")
+    await replicas.crash(master.settings.node_id)
+    # One of three left: no quorum, no election, the store waits (start has not returned).
+    n1 = replicas.stores["n1"]
+    await until(lambda: n1.role == "waiting", "n1 waiting")
+    assert "1 of 3 replicas" in n1.reason and not replicas.starting["n1"].done()
+    replicas.launch("n2")
+    successor = await replicas.master()
+    assert successor is n1  # the highest position (n2 came back empty)
+    assert stored_ids(n1) == [msg(i).message_id for i in range(5)]
+    await successor.write([AddMessage(msg(5))])
+    await replicas.caught_up("n2")
+    assert stored_ids(replicas.stores["n2"]) == stored_ids(n1)
+
+
+# -- catching up ------------------------------------------------------------------------------
+
+
+async def test_a_late_slave_and_a_restarted_one_catch_up(
+    replicas: ReplicaSet, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "dovecote.store.replicated")
+    master = await replicas.start(count=2)  # a quorum of 3
+    await master.write([AddMessage(msg(i)) for i in range(20)])
+    replicas.launch("n2")
+    await until(lambda: replicas.stores["n2"].role == "slave", "n2 a slave")
+    await replicas.caught_up("n2")
+    assert stored_ids(replicas.stores["n2"]) == stored_ids(master)
+    assert "following master n0 from position 0 (snapshot" in caplog.text
+    # Restarted while writes go on: it takes the records it missed from the backlog.
+    await replicas.stop("n2")
+    stopped_at = master.position
+    for i in range(20, 30):
+        await master.write([AddMessage(msg(i))])
+    caplog.clear()
+    replicas.launch("n2")
+    await until(lambda: replicas.stores["n2"].role == "slave", "n2 a slave again")
+    await replicas.caught_up("n2")
+    expected = f"from position {stopped_at} (stream; it is at {stopped_at + 10})"
+    assert f"following master n0 {expected}" in caplog.text
+    assert stored_ids(replicas.stores["n2"]) == stored_ids(master)
+
+
+async def test_a_slave_behind_the_backlog_gets_a_copy(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "dovecote.store.replicated")
+    replicas = ReplicaSet(tmp_path, backlog_bytes=4096)
+    try:
+        master = await replicas.start()
+        await master.write([AddMessage(msg(i)) for i in range(5)])
+        await replicas.caught_up()
+        await replicas.stop("n2")
+        assert master.position == 1  # (a position is a group: here one write)
+        for i in range(5, 100):
+            await master.write([AddMessage(msg(i))])
+        caplog.clear()
+        replicas.launch("n2")
+        await until(lambda: replicas.stores["n2"].role == "slave", "n2 a slave again")
+        await replicas.caught_up("n2")
+        assert "following master n0 from position 1 (snapshot; it is at 96)" in caplog.text
+        assert stored_ids(replicas.stores["n2"]) == stored_ids(master)
+        assert len(stored_ids(master)) == 100
+    finally:
+        await replicas.stop_all()
+
+
+async def test_an_old_master_with_groups_nobody_got_is_copied_over(
+    replicas: ReplicaSet,
+) -> None:
+    master = await replicas.start()
+    await master.write([AddMessage(msg(i)) for i in range(3)])
+    await replicas.caught_up()
+    await replicas.crash("n0")
+    successor = await replicas.master()
+    await successor.write([AddMessage(msg(3))])
+    # What a master that died mid-group leaves: a group on its disk that no slave got,
+    # at the position the next master then used for another.
+    local = LevelDBPersistenceAdapter(tmp := replicas.root / "n0")
+    await local.start()
+    position, epoch = read_position(local.get)
+    local.apply({POSITION_KEY: POSITION.pack(position + 1, epoch), b"zstray": b"x"}, sync=True)
+    await local.stop()
+    replicas.launch("n0")
+    await until(lambda: replicas.stores["n0"].role == "slave", "n0 back as a slave")
+    await replicas.caught_up("n0")
+    n0 = replicas.stores["n0"]
+    assert n0.local.get(b"zstray") is None and tmp.exists()
+    assert stored_ids(n0) == stored_ids(successor) == [msg(i).message_id for i in range(4)]
+
+
+# -- quorum, demotion -------------------------------------------------------------------------
+
+
+async def test_without_a_quorum_writes_fail_and_resume_when_a_slave_returns(
+    replicas: ReplicaSet,
+) -> None:
+    master = await replicas.start()
+    await master.write([AddMessage(msg(0))])
+    await replicas.crash("n1")
+    await master.write([AddMessage(msg(1))])  # two of three are a quorum
+    await replicas.crash("n2")
+    # (A write the master ships before it sees the slave go fails too, but is on its disk.)
+    await until(lambda: master.degraded is not None, "the master seeing n2 go")
+    with pytest.raises(StoreFailedError, match=r"^no quorum: 1 of 3 replicas$"):
+        await master.write([AddMessage(msg(2))])
+    assert master.degraded == "no quorum: 1 of 3 replicas"
+    assert master.recover().queues[Q] and master.role == "master"  # reads are served
+    replicas.launch("n1")
+    await until(lambda: master.degraded is None, "a quorum again")
+    await master.write([AddMessage(msg(3))])
+    await replicas.caught_up("n1")
+    expected = [msg(i).message_id for i in (0, 1, 3)]
+    assert stored_ids(master) == stored_ids(replicas.stores["n1"]) == expected
+
+
+async def test_a_master_that_loses_its_session_refuses_writes_and_is_demoted(
+    replicas: ReplicaSet,
+) -> None:
+    master = await replicas.start()
+    await master.write([AddMessage(msg(0))])
+    replicas.group.lose_session("n0")
+    await until(lambda: master.role == "demoted", "n0 demoted")
+    assert replicas.demoted["n0"] == ["the coordinator session was lost"]
+    with pytest.raises(StoreFailedError, match="no longer master: the coordinator session"):
+        await master.write([AddMessage(msg(1))])
+    assert master.degraded is not None and "no longer master" in master.degraded
+    successor = await replicas.master()  # the other two elect one of them
+    assert successor is not master and stored_ids(successor) == [msg(0).message_id]
+
+
+# -- the wire ---------------------------------------------------------------------------------
+
+
+async def test_a_peer_that_is_not_a_slave_is_closed_with_one_line(
+    replicas: ReplicaSet, caplog: pytest.LogCaptureFixture
+) -> None:
+    master = await replicas.start()
+    host, port = master.replication_address.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"\x00\x00\x00\x02\x63\xc0")  # frame type 99
+    assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the master
+    writer.close()
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in warnings] == [
+        f"slave 127.0.0.1:{writer.get_extra_info('sockname')[1]} dropped: an unknown frame type 99"
+    ]
+    await master.write([AddMessage(msg(0))])
+
+
+async def test_a_silent_slave_is_dropped_after_the_peer_timeout(tmp_path: Path) -> None:
+    replicas = ReplicaSet(tmp_path, peer_timeout_s=0.6)
+    try:
+        master = await replicas.start()
+        host, port = master.replication_address.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(encode(Hello(1, "mute", 0, 0)))
+        length, kind = frame_length(await reader.readexactly(HEADER.size))
+        assert isinstance(decode(kind, await reader.readexactly(length)), Welcome)
+        await until(lambda: master.server is not None and master.server.connected == 3, "mute in")
+        started = asyncio.get_running_loop().time()
+        while await asyncio.wait_for(reader.read(65536), 5):  # never answering
+            pass
+        assert asyncio.get_running_loop().time() - started >= 0.5
+        await until(lambda: master.server is not None and master.server.connected == 2, "gone")
+        writer.close()
+    finally:
+        await replicas.stop_all()

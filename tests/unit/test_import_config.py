@@ -303,3 +303,30 @@ def test_not_an_activemq_file(tmp_path: Path) -> None:
         import_activemq(path)
     with pytest.raises(MigrationError, match="cannot read"):
         import_activemq(tmp_path / "missing.xml")
+
+
+def test_replicated_leveldb_becomes_the_replicated_store(tmp_path: Path) -> None:
+    path = tmp_path / "activemq.xml"
+    path.write_text(
+        '<broker xmlns="http://activemq.apache.org/schema/core"><persistenceAdapter>\n'
+        '<replicatedLevelDB directory="/var/lib/amq/leveldb" replicas="3"'
+        ' bind="tcp://127.0.0.1:61619" zkAddress="zk1:2181,zk2:2181" zkPath="/amq/group"\n'
+        ' zkSessionTimeout="4s" hostname="node1" sync="quorum_disk" zkPassword="secret"/>\n'
+        "</persistenceAdapter></broker>\n"
+    )
+    result = import_activemq(path)
+    store = result.config.store
+    assert store.kind == "replicated-leveldb"
+    assert (store.replicas, store.zk_address, store.zk_path) == (
+        3,
+        "zk1:2181,zk2:2181",
+        "/amq/group",
+    )
+    assert (store.zk_session_timeout_ms, store.hostname, store.sync) == (
+        4000,
+        "node1",
+        "quorum_disk",
+    )
+    assert store.bind == "tcp://127.0.0.1:61619"
+    (line,) = [n for n in result.not_carried if "zkPassword" in n]
+    assert "secret" not in line

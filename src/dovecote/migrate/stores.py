@@ -7,7 +7,14 @@ from urllib.parse import quote, urlsplit
 
 from dovecote.migrate.context import Conversion
 from dovecote.migrate.listeners import tidy_path
-from dovecote.migrate.xmlread import children, local, parse_bool, parse_size
+from dovecote.migrate.xmlread import (
+    children,
+    local,
+    parse_bool,
+    parse_duration_ms,
+    parse_int,
+    parse_size,
+)
 
 _NOT_READ = (
     "dovecote keeps its own files in data_dir/{kind}; ActiveMQ's are not read, so "
@@ -94,28 +101,26 @@ def _multi_kahadb(
 
 
 def _leveldb(conv: Conversion, root: ET.Element, broker: ET.Element, adapter: ET.Element) -> None:
-    _kind(conv, adapter, "leveldb")
+    replicated = local(adapter.tag) == "replicatedLevelDB"
+    _kind(conv, adapter, "replicated-leveldb" if replicated else "leveldb")
     _directory(conv, broker, adapter, "directory", "leveldb")
-    conv.carry(conv.table("store"), "enable_journal_disk_syncs", adapter, "sync", parse_bool)
+    store = conv.table("store")
     if adapter.get("verifyChecksums", "").lower() == "true":
         conv.same_as(adapter, "verifyChecksums", "dovecote's LevelDB reads verify checksums")
-    if local(adapter.tag) == "replicatedLevelDB":
-        conv.warnings.append(
-            f"replicatedLevelDB (line {conv.line(adapter)}) becomes a single LevelDB store: "
-            "its replicas and ZooKeeper settings are not carried over"
-        )
-        for attr in (
-            "replicas",
-            "zkAddress",
-            "zkPassword",
-            "zkPath",
-            "zkSessionTimeout",
-            "hostname",
-            "bind",
-            "securityToken",
-        ):
-            if attr in adapter.attrib:
-                conv.leftover(adapter, attr, "dovecote's configuration has no replication yet")
+    if not replicated:
+        conv.carry(store, "enable_journal_disk_syncs", adapter, "sync", parse_bool)
+        return
+    # replicatedLevelDB's sync is when a write is done (quorum_mem...), as dovecote's.
+    conv.carry(store, "replicas", adapter, "replicas", parse_int)
+    conv.carry(store, "zk_address", adapter, "zkAddress", str)
+    conv.carry(store, "zk_path", adapter, "zkPath", str)
+    conv.carry(store, "zk_session_timeout_ms", adapter, "zkSessionTimeout", parse_duration_ms)
+    conv.carry(store, "hostname", adapter, "hostname", str)
+    conv.carry(store, "bind", adapter, "bind", str)
+    conv.carry(store, "sync", adapter, "sync", str)
+    for attr in ("zkPassword", "securityToken"):
+        if attr in adapter.attrib:
+            conv.leftover(adapter, attr, "dovecote's replication has no authentication yet")
 
 
 def _memory(conv: Conversion, root: ET.Element, broker: ET.Element, adapter: ET.Element) -> None:

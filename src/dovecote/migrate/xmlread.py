@@ -122,6 +122,18 @@ def parse_int(text: str) -> int:
         raise ValueError(f"{text!r} is not a whole number") from None
 
 
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
+_DURATION_FACTORS = {"": 1, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """A duration as replicatedLevelDB's zkSessionTimeout takes it ("2s", "500ms"), in ms."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration (a number with ms, s, m or h)")
+    return int(match[1]) * _DURATION_FACTORS[(match[2] or "").lower()]
+
+
 def parse_float(text: str) -> float:
     try:
         return float(text.strip())

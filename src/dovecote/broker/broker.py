@@ -48,7 +48,7 @@ from dovecote.broker.plugins import BrokerPlugin, PluginChain
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.query import BrokerQuery
 from dovecote.broker.queue import Queue
-from dovecote.broker.regions import Regions, log_failure, now_ms
+from dovecote.broker.regions import Accepted, Regions, log_failure, now_ms
 from dovecote.broker.temps import TempDestinations
 from dovecote.broker.topic import TopicSubscription
 from dovecote.broker.usage import SystemUsage
@@ -216,7 +216,9 @@ class Broker:
             await self._remove_destination(destination)
         await self.plugins.on_disconnect(state)
 
-    async def process(self, connection_id: ConnectionId, command: Command) -> None:
+    async def process(
+        self, connection_id: ConnectionId, command: Command, accepted: Accepted = None
+    ) -> None:
         state = self._connections.get(connection_id)
         if state is None:
             if isinstance(command, RemoveInfo) and isinstance(command.object_id, ConnectionId):
@@ -224,7 +226,7 @@ class Broker:
             raise BrokerError(f"connection {connection_id} is not open")
         match command:
             case SendMessage():
-                await self._send(state, command)
+                await self._send(state, command, accepted)
             case MessageAck():
                 await self._ack(state, command)
             case MessagePull():
@@ -321,7 +323,7 @@ class Broker:
 
     # -- sending ---------------------------------------------------------------------------
 
-    async def _send(self, state: ConnectionState, command: SendMessage) -> None:
+    async def _send(self, state: ConnectionState, command: SendMessage, accepted: Accepted) -> None:
         message = command.message
         for destination in message.destination.components():
             self.check_usable(destination)
@@ -331,9 +333,8 @@ class Broker:
             return  # a network bridge sent it again: it is here already
         if self.plugins.intercepts_sends and await self.plugins.on_send(state, command):
             return  # a plugin took it over (the scheduler holds it back)
-        if message.reply_to is not None and message.destination.name.startswith(
-            self._request_prefixes
-        ):
+        prefixes = self._request_prefixes
+        if message.reply_to is not None and message.destination.name.startswith(prefixes):
             # A request to the broker itself (statistics, streams): a plugin answers it.
             await self.plugins.on_request(state, message)
             return
@@ -342,15 +343,14 @@ class Broker:
             return
         if command.flow_control and not self.paging.admits_now(message):
             await self.paging.admit(message)
-        await self.regions.route([message], sync=command.sync)
+        await self.regions.route([message], sync=command.sync, accepted=accepted)
 
     async def admit_send(self, connection_id: ConnectionId, command: SendMessage) -> None:
-        """The first half of a pipelined send (a persistent send nobody waits for): check
-        it and apply flow control now, so that the connection's reading waits while the
-        broker is full, and leave the store write to ``route_admitted``. Transports call
-        the two halves in order for each send and may run several second halves at once;
-        group commit then shares one fsync among them, and their enqueue order is the
-        order of their writes."""
+        """The first half of a pipelined send (a persistent send nobody waits for): check it
+        and apply flow control now, so that the connection's reading waits while the broker
+        is full, and leave the store write to ``route_admitted``. Transports call the two
+        halves in order for each send and may run several second halves at once; group
+        commit then shares one fsync among them, enqueued in the order of their writes."""
         if not self.admit_send_now(connection_id, command):
             await self.paging.admit(command.message)
 

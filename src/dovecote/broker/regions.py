@@ -42,6 +42,8 @@ log = logging.getLogger("dovecote.broker")
 
 ExpiryHandler = Callable[[Queue | TopicSubscription, list[Entry]], Awaitable[None]]
 CreationHandler = Callable[[list[Destination]], Awaitable[None]]
+Accepted = Callable[[], None] | None
+"""Called once a send is stored and enqueued, before its dispatch (``route``)."""
 
 
 def now_ms() -> int:
@@ -190,10 +192,16 @@ class Regions:
         await self._dispatch_sub(sub)
 
     async def route(
-        self, messages: Iterable[Message], extra_ops: Iterable[StoreOp] = (), sync: bool = True
+        self,
+        messages: Iterable[Message],
+        extra_ops: Iterable[StoreOp] = (),
+        sync: bool = True,
+        accepted: Accepted = None,
     ) -> None:
         """Store (persistent ones, in one batch; the write synced unless ``sync`` is False:
-        nobody waits for it) and then deliver messages to destinations."""
+        nobody waits for it) and then deliver messages to destinations. ``accepted`` is
+        called once they are stored and enqueued, before they are dispatched: a sender's
+        answer need not wait for the dispatch (nor does ActiveMQ's)."""
         ops: list[StoreOp] = list(extra_ops)
         to_queues: list[Message] = []
         to_topics: list[tuple[Message, list[TopicSubscription]]] = []
@@ -250,6 +258,8 @@ class Regions:
                 touched[id(sub)] = sub
         if stamped:
             sequencer.closed(first_seq)
+        if accepted is not None:
+            accepted()
         for queue in queues.values():
             await self._dispatch_queue(queue)
         for sub in touched.values():

@@ -132,6 +132,8 @@ class OpenWireConnection:
         self._timers: list[asyncio.Task[None]] = []
         self._batch = SendBatch()
         self._acks: list[MessageAck] = []
+        self._response: Structure | None = None
+        """The Response to the send being run, until the broker has stored it."""
         self.budget = ConnectionBudget()
         self._handshake_timer: asyncio.TimerHandle | None = None
         self.duplex: Channel | None = None
@@ -370,10 +372,20 @@ class OpenWireConnection:
             state = await self.broker.add_connection(request.connect, self._on_dispatch, peer)
             state.closer = self.out.close
             self._registered = request.connect.connection_id
-        for command in request.commands:
-            await self.broker.process(self.converter.connection_id, command)
-        if request.reply is not None:
-            self._write(request.reply)
+        reply, commands = request.reply, request.commands
+        # A send's Response goes as soon as the broker has the message, before its dispatch.
+        early = reply is not None and len(commands) == 1 and isinstance(commands[0], SendMessage)
+        self._response = reply if early else None
+        try:
+            for command in commands:
+                await self.broker.process(self.converter.connection_id, command,
+                                          self._stored if early else None)  # fmt: skip
+        except BaseException:
+            self._response = None  # the error answers it
+            raise
+        if reply is not None and (not early or self._response is not None):
+            self._response = None
+            self._write(reply)
         if request.producer_ack is not None:
             held_for = request.held_for
             if held_for is not None and self.broker.memory_full(held_for.destination):
@@ -411,6 +423,14 @@ class OpenWireConnection:
         assert request.held_for is not None and request.producer_ack is not None
         await self.broker.wait_for_room(request.held_for)
         self._write(request.producer_ack)
+
+    def _stored(self) -> None:
+        """The send waited for is stored: its Response now (``_handle_request``)."""
+        response = self._response
+        if response is not None:
+            self._response = None
+            self._write(response)
+            self.out.flush()
 
     def _on_dispatch(self, dispatch: MessageDispatch) -> None:
         self.out.write(self.dispatch_frames.frame(dispatch))

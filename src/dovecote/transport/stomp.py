@@ -112,6 +112,8 @@ class StompConnection:
         self._pipelined: deque[tuple[asyncio.Task[None], int]] = deque()
         self._pipelined_bytes = 0
         self._batch = SendBatch()
+        self._receipt: Frame | None = None
+        """The receipt of the send being run, until the broker has stored it."""
         self.budget = ConnectionBudget()
         self._connect_timer: asyncio.TimerHandle | None = None
 
@@ -248,16 +250,23 @@ class StompConnection:
             self.stream.handshaken = True
             self.parser.version = self.converter.version
             self._start_heartbeats()
-        for command in request.commands:
+        reply, commands = request.reply, request.commands
+        # A send's receipt goes as soon as the broker has the message, before its dispatch.
+        early = reply is not None and len(commands) == 1 and isinstance(commands[0], SendMessage)
+        self._receipt = reply if early else None
+        for command in commands:
             try:
-                await self.broker.process(self.connection_id, command)
-            except DovecoteError as exc:
-                if not self._refused(exc, frame):
+                await self.broker.process(self.connection_id, command,
+                                          self._stored if early else None)  # fmt: skip
+            except BaseException as exc:
+                self._receipt = None  # the ERROR answers it
+                if not isinstance(exc, DovecoteError) or not self._refused(exc, frame):
                     raise
                 self.converter.refused(command)
                 return True
-        if request.reply is not None:
-            self._write(request.reply)
+        if reply is not None and (not early or self._receipt is not None):
+            self._receipt = None
+            self._write(reply)
         if request.close:
             self._registered = False  # DISCONNECT already removed it from the broker
             await self.out.drain()
@@ -343,6 +352,14 @@ class StompConnection:
         self._write(self.converter.error_frame(error, frame))
         with contextlib.suppress(ConnectionError):
             await self.out.drain()
+
+    def _stored(self) -> None:
+        """The send waited for is stored: its receipt now (``_handle``)."""
+        receipt = self._receipt
+        if receipt is not None:
+            self._receipt = None
+            self._write(receipt)
+            self.out.flush()
 
     def _written(self) -> None:
         # ack:auto subscriptions are sent more once the socket has taken what they got.

@@ -17,6 +17,7 @@ from dovecote.core.errors import StoreFailedError
 from dovecote.store.api import AddMessage, PersistenceAdapter, RemoveMessage
 from dovecote.store.leveldb import LevelDBPersistenceAdapter
 from dovecote.store.replicated.adapter import ReplicatedLevelDBStore
+from dovecote.store.replicated.coordination import Member
 from dovecote.store.replicated.history import POSITION, POSITION_KEY, read_position
 from dovecote.store.replicated.stream import HEADER, Hello, Welcome, decode, encode, frame_length
 from replicakit import ReplicaSet, until
@@ -243,6 +244,35 @@ async def test_a_master_that_loses_its_session_refuses_writes_and_is_demoted(
     assert master.degraded is not None and "no longer master" in master.degraded
     successor = await replicas.master()  # the other two elect one of them
     assert successor is not master and stored_ids(successor) == [msg(0).message_id]
+
+
+async def test_an_elected_master_serves_once_a_quorum_of_slaves_attached(
+    replicas: ReplicaSet,
+) -> None:
+    n0 = replicas.launch("n0")
+    await replicas.registered("n0")
+    # A member that registers but never attaches (its broker hangs before replicating).
+    replicas.group.register(Member("ghost", "127.0.0.1:9", 0))
+    await until(lambda: n0.role == "master", "n0 elected")
+    with pytest.raises(StoreFailedError, match="no quorum: 1 of 3 replicas"):
+        await n0.write([AddMessage(msg(0))])
+    assert not replicas.starting["n0"].done()  # the broker would not open its transports
+    replicas.launch("n1")
+    assert await replicas.master() is n0
+    await n0.write([AddMessage(msg(0))])
+
+
+async def test_a_master_not_yet_serving_that_loses_its_session_just_waits(
+    replicas: ReplicaSet,
+) -> None:
+    n0 = replicas.launch("n0")
+    await replicas.registered("n0")
+    replicas.group.register(Member("ghost", "127.0.0.1:9", 0))
+    await until(lambda: n0.role == "master", "n0 elected")
+    replicas.group.lose_session("n0")
+    await until(lambda: n0.role == "waiting", "n0 waiting")
+    assert replicas.demoted["n0"] == [] and not replicas.starting["n0"].done()
+    assert n0.server is not None and not n0.server.master
 
 
 # -- the wire ---------------------------------------------------------------------------------

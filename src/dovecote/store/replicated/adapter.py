@@ -75,6 +75,7 @@ class ReplicatedLevelDBStore:
         self._follower: Follower | None = None
         self._following: asyncio.Task[None] | None = None
         self._watching: asyncio.Task[None] | None = None
+        self._attaching: asyncio.Task[None] | None = None
         self._elected: asyncio.Future[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -105,9 +106,9 @@ class ReplicatedLevelDBStore:
         await self._shut()
 
     async def _shut(self) -> None:
-        for task in (self._watching, self._following):
+        for task in (self._watching, self._following, self._attaching):
             await cancel(task)
-        self._watching = self._following = None
+        self._watching = self._following = self._attaching = None
         await self.local.stop()  # (a master's last groups still get their acks)
         if self._server is not None:
             await self._server.close()
@@ -138,7 +139,15 @@ class ReplicatedLevelDBStore:
                 self._elected.set_exception(StoreFailedError(f"the coordinator failed: {exc}"))
 
     async def _take(self, role: Role) -> None:
-        if self.role in ("master", "demoted"):
+        serving = self._elected is not None and self._elected.done()
+        if self.role == "master" and not serving and role.kind != "master":
+            # Elected, but start() has not returned (no quorum of slaves attached yet): no
+            # write was taken, so it simply follows its new role.
+            await cancel(self._attaching)
+            assert self._server is not None
+            self._server.refuse("no longer master")
+            log.info("no longer master before a quorum of slaves attached")
+        elif self.role in ("master", "demoted"):
             if role.kind != "master" and self.role == "master":
                 why = role.reason or f"{role.master.node_id if role.master else '?'} is master"
                 self._demote(why)
@@ -173,6 +182,15 @@ class ReplicatedLevelDBStore:
             self.settings.replicas,
         )
         self._publish(self._server.position)
+        self._attaching = asyncio.create_task(self._serve_once_attached())
+
+    async def _serve_once_attached(self) -> None:
+        """start() returns (the broker opens its transports) once a quorum of slaves is
+        attached: before that every write would fail for want of a quorum."""
+        assert self._server is not None
+        if self._server.connected < self.needed:
+            log.info("waiting for %d slave(s) to attach", self.needed - self._server.connected)
+            await self._server.attached()
         if self._elected is not None and not self._elected.done():
             self._elected.set_result(None)
 

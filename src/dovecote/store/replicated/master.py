@@ -97,7 +97,7 @@ class ReplicationServer:
         self.sessions: dict[int, SlaveSession] = {}
         self._waits: list[QuorumWait] = []
         self._new_record = asyncio.Event()
-        self._acked = asyncio.Event()
+        self._changed = asyncio.Event()
         self._server: asyncio.Server | None = None
         self.published: Callable[[int], None] | None = None
         """Told each new position (the store publishes it to the coordinator)."""
@@ -115,6 +115,8 @@ class ReplicationServer:
         group on."""
         self.position, _ = read_position(self.local.get)
         self.history = read_history(self.local.get)
+        self._backlog.clear()
+        self._backlog_bytes = 0
         self.epoch = new_epoch()
         self.history.append((self.epoch, self.position + 1))
         self._history_written = False
@@ -126,6 +128,7 @@ class ReplicationServer:
         """No longer master: every write fails, the slaves are let go."""
         self.refusing = reason
         self.master = False
+        self.local.observer = None
         self._fail_waits(reason)
         for session in list(self.sessions.values()):
             session.link.abort()  # (its _serve task ends on that, and closes the rest)
@@ -144,8 +147,17 @@ class ReplicationServer:
 
     async def _caught_up(self) -> None:
         while any(s.applied < self.position for s in self.sessions.values()):
-            acked = self._acked = asyncio.Event()
-            await acked.wait()
+            await self._change()
+
+    async def attached(self) -> None:
+        """Until a quorum's slaves are connected (the group can take writes)."""
+        while self.connected < self.needed:
+            await self._change()
+
+    async def _change(self) -> None:
+        """Until a slave connects, acks or goes."""
+        changed = self._changed = asyncio.Event()
+        await changed.wait()
 
     @property
     def connected(self) -> int:
@@ -245,7 +257,7 @@ class ReplicationServer:
             log.log(level, "slave %s dropped: %s", who, exc)
         finally:
             reason = self.quorum_error() if self.sessions.pop(id(link), None) else None
-            self._acked.set()  # (one less to wait for)
+            self._changed.set()  # (one less to wait for)
             if reason is not None:
                 self._fail_waits(reason)
             await link.close()
@@ -260,6 +272,7 @@ class ReplicationServer:
         session.applied = session.synced = hello.position if stream else 0
         session.catching_up = session.applied < self.position
         self.sessions[id(link)] = session  # it counts towards the quorum from now on
+        self._changed.set()
         if not stream:
             session.next = await self._copy(link)
         return session
@@ -310,7 +323,7 @@ class ReplicationServer:
             if not isinstance(ack, Ack):
                 raise ProtocolError(f"{type(ack).__name__} where an ACK was expected")
             session.applied, session.synced = ack.applied, ack.synced
-            self._acked.set()
+            self._changed.set()
             if session.catching_up and ack.applied >= self.position:
                 session.catching_up = False
                 log.info("slave %s caught up at position %d", session.node_id, ack.applied)

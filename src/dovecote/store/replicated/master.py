@@ -99,6 +99,8 @@ class ReplicationServer:
         self._new_record = asyncio.Event()
         self._changed = asyncio.Event()
         self._server: asyncio.Server | None = None
+        self._serving: set[asyncio.Task[None]] = set()
+        """The tasks of the connections (asyncio.start_server's), to wait for at close."""
         self.published: Callable[[int], None] | None = None
         """Told each new position (the store publishes it to the coordinator)."""
 
@@ -144,6 +146,8 @@ class ReplicationServer:
                 async with asyncio.timeout(self.settings.peer_timeout_s):
                     await self._caught_up()
         self.refuse("the store stopped")
+        if self._serving:  # (their connections are aborted: they end at once)
+            await asyncio.wait(set(self._serving), timeout=self.settings.peer_timeout_s)
 
     async def _caught_up(self) -> None:
         while any(s.applied < self.position for s in self.sessions.values()):
@@ -226,6 +230,10 @@ class ReplicationServer:
     # -- one slave -------------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        serving = asyncio.current_task()
+        assert serving is not None
+        self._serving.add(serving)
+        serving.add_done_callback(self._serving.discard)
         link = Link(reader, writer, self.settings.peer_timeout_s)
         session: SlaveSession | None = None
         try:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dovecote.client import ConnectionFactory
+from dovecote.client import ConnectionFactory, Message
 from dovecote.client.connection import MessageConsumer
-from dovecote.core.destinations import Destination
+from dovecote.core.destinations import Destination, topic
 
 WAIT_S = 30.0
 
@@ -72,6 +72,28 @@ def admin_get(console_port: int, path: str) -> Any:
     )
     with urllib.request.urlopen(request, timeout=10) as answer:
         return json.load(answer)
+
+
+def topic_statistics(port: int, name: str) -> dict[str, object]:
+    """What a broker's statistics plugin (ActiveMQ's statisticsBrokerPlugin, dovecote's
+    own) says of topic ``name``: its map message, or {} when it has no such topic."""
+    end_of_list = "ActiveMQ.Statistics.Destination.List.End.With.Null"
+    with ConnectionFactory(url(port)).create_connection() as connection:
+        connection.start()
+        session = connection.create_session()
+        reply_to = session.create_temporary_queue()
+        replies = session.create_consumer(reply_to)
+        request = Message("", reply_to=reply_to, persistent=False,
+                          properties={end_of_list: True})  # fmt: skip
+        session.create_producer().send(
+            request, destination=topic(f"ActiveMQ.Statistics.Destination.{name}")
+        )
+        found: dict[str, object] = {}
+        while (reply := replies.receive(WAIT_S)) is not None and reply.body:
+            assert isinstance(reply.body, dict)
+            if str(reply.body.get("destinationName")) == f"topic://{name}":
+                found = dict(reply.body)
+        return found
 
 
 def url(port: int) -> str:

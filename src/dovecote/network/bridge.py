@@ -355,9 +355,9 @@ class Bridge:
         self, destination: Destination, remote_key: tuple[Any, ...], path: tuple[str, ...]
     ) -> None:
         """A remote durable subscriber: one durable subscription here per topic (ActiveMQ's
-        DurableConduitBridge, named NC-DS_<this broker>_<topic>), which keeps what is sent
-        while the remote subscriber is away; it takes over the topic's plain conduit
-        consumer, so no message crosses twice."""
+        DurableConduitBridge, named NC-DS_<this broker>_<topic>), active while the remote
+        subscription exists and keeping what is sent while the bridge is down; it takes
+        over the topic's plain conduit consumer, so no message crosses twice."""
         name = f"NC-DS_{self.broker.settings.broker_name}_{destination.name}"
         durable_key = ("durable", destination)
         await self._subscribe(durable_key, destination, remote_key, None, 0, path,
@@ -446,12 +446,19 @@ class Bridge:
         demand.remote.discard(key)
         if demand.remote or demand.static:
             return
+        if demand_key == ("durable", demand.destination) and self.durable_remote.get(
+            demand.destination
+        ):
+            # As ActiveMQ's DurableConduitBridge: while the remote durable subscription
+            # exists (its subscriber away), the network one stays active and the remote
+            # broker keeps what it forwards for it; deleting it ends this one.
+            return
         await self._unsubscribe(demand_key, demand)
 
     async def _unsubscribe(self, demand_key: Any, demand: Demand) -> None:
         """Close a demand's local consumer: what it had not yet sent goes back as it was
         (it was never delivered); a durable one's subscription stays and keeps what comes
-        until the remote subscriber is back."""
+        until a bridge activates it again."""
         del self.demands[demand_key]
         self.by_local.pop(demand.consumer_id, None)
         self.counts.demands = len(self.demands)

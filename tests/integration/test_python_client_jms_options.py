@@ -35,9 +35,9 @@ class Wire:
         self.commands: list[Structure] = []
         send = ClientTransport._send
 
-        def record(transport: ClientTransport, structure: Structure) -> None:
+        def record(transport: ClientTransport, structure: Structure, *held: bool) -> None:
             self.commands.append(structure)
-            send(transport, structure)
+            send(transport, structure, *held)
 
         monkeypatch.setattr(ClientTransport, "_send", record)
 

@@ -32,9 +32,9 @@ class Sent:
         transport = conn.transport
         oneway, request = transport.oneway, transport.request
 
-        def record_oneway(s: Structure) -> None:
+        def record_oneway(s: Structure, flush: bool = True) -> None:
             self.commands.append(s)
-            oneway(s)
+            oneway(s, flush)
 
         def record_request(s: Structure, timeout: float | None = None) -> Structure:
             self.commands.append(s)

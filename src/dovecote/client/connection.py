@@ -207,12 +207,13 @@ class Connection:
         else:
             self._temp_destinations.pop(key, None)
 
-    def oneway(self, structure: Structure) -> None:
+    def oneway(self, structure: Structure, flush: bool = True) -> None:
+        """``flush=False``: the transport may hold the frame back (ClientTransport.oneway)."""
         while True:
             if self._stale_while_reconnecting(structure):
                 return
             try:
-                self.transport.oneway(structure)
+                self.transport.oneway(structure, flush)
                 return
             except (TransportClosedError, OSError):
                 if not self._stale_while_reconnecting(structure, check_only=True):

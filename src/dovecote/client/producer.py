@@ -111,10 +111,13 @@ class MessageProducer:
             size = 1024 + len(fields["content"] or b"") + len(fields["marshalledProperties"] or b"")
             with self._window_free:
                 while self._outstanding and self._outstanding + size > self.window:
+                    connection.transport.flush()  # the acks awaited may be for held sends
                     if not self._window_free.wait(WINDOW_WAIT_S):
                         raise JMSError("javax.jms.JMSException", "producer window never freed")
                 self._outstanding += size
-        connection.oneway(structure)
+        # In a transaction nothing is seen before the commit (a request, written after
+        # them): the sends are written together, not one system call each.
+        connection.oneway(structure, flush=not self.session.transacted)
 
     def _dispose(self) -> None:
         self.closed = True

@@ -38,6 +38,11 @@ trace = logging.getLogger("dovecote.client.trace")
 """Every command sent and received, at DEBUG, on a connection with the trace option."""
 
 
+HOLD_BYTES = 256 * 1024
+"""Frames held back for one write (``oneway(..., flush=False)``) are written once this many
+bytes wait, or with the next frame that is not held."""
+
+
 class JMSError(Exception):
     """An error the broker reported, with the Java exception class it named."""
 
@@ -120,6 +125,9 @@ class ClientTransport:
         self._ids = itertools.count(1)
         self._pending: dict[int, Future[Structure]] = {}
         self._write_lock = threading.Lock()
+        self._held: list[bytes] = []
+        """Frames sent with flush=False, not written yet (under the write lock)."""
+        self._held_bytes = 0
         self._negotiated = threading.Event()
         self._closed = threading.Event()
         self._close_lock = threading.Lock()
@@ -133,6 +141,8 @@ class ClientTransport:
         """Requests that waited for a response (tests count them)."""
         self.sent: Counter[int] = Counter()
         """Commands sent, by OpenWire type (tests count acks on the wire)."""
+        self.writes = 0
+        """Writes to the socket (tests count them: frames held back share one)."""
 
     def connect(self) -> None:
         options = self.transport
@@ -170,7 +180,7 @@ class ClientTransport:
 
     # -- sending ---------------------------------------------------------------------------
 
-    def _send(self, structure: Structure) -> None:
+    def _send(self, structure: Structure, flush: bool = True) -> None:
         if self._sock is None or self._closed.is_set():
             with self._failing:  # a failure under way has told the connection
                 raise TransportClosedError("the connection is closed")
@@ -180,19 +190,53 @@ class ClientTransport:
         data = self.marshaller.frame(structure)
         try:
             with self._write_lock:
-                (self._tls or self._sock).sendall(data)
-                self._last_write = time.monotonic()
+                if self._held or not flush:
+                    # Held frames go first, in the order they were sent, in one write.
+                    self._held.append(data)
+                    self._held_bytes += len(data)
+                    if not flush and self._held_bytes < HOLD_BYTES:
+                        return
+                    data = self._take_held()
+                self._write(data)
         except OSError as exc:
-            # The broker went away under a send (reset, broken pipe) before the reader saw
-            # it: fail the transport here, so that a failover connection is reconnecting by
-            # the time the caller retries, and the caller sees the same error either way.
-            self._fail(exc)
-            raise TransportClosedError(f"the connection failed while sending: {exc}") from exc
+            raise self._failed_sending(exc) from exc
 
-    def oneway(self, structure: Structure) -> None:
+    def flush(self) -> None:
+        """Write the frames held back, if any (a sender about to wait for the broker)."""
+        try:
+            with self._write_lock:
+                if self._held:
+                    self._write(self._take_held())
+        except OSError as exc:
+            raise self._failed_sending(exc) from exc
+
+    def _take_held(self) -> bytes:
+        data = b"".join(self._held)
+        self._held.clear()
+        self._held_bytes = 0
+        return data
+
+    def _write(self, data: bytes) -> None:
+        (self._tls or self._sock).sendall(data)  # type: ignore[union-attr]
+        self._last_write = time.monotonic()
+        self.writes += 1
+
+    def _failed_sending(self, exc: OSError) -> TransportClosedError:
+        # The broker went away under a send (reset, broken pipe) before the reader saw it:
+        # fail the transport here, so that a failover connection is reconnecting by the time
+        # the caller retries, and the caller sees the same error either way (the frames held
+        # back went with the connection: their transaction is in doubt).
+        self._fail(exc)
+        return TransportClosedError(f"the connection failed while sending: {exc}")
+
+    def oneway(self, structure: Structure, flush: bool = True) -> None:
+        """Send a command nobody waits for. ``flush=False`` may hold it back, to be written
+        with the frames after it (sends inside a transaction: one write for many of them,
+        instead of a system call each); any later frame sent with flush, a request above
+        all, writes it first."""
         structure.fields["commandId"] = next(self._ids)
         structure.fields["responseRequired"] = False
-        self._send(structure)
+        self._send(structure, flush)
 
     def request(self, structure: Structure, timeout: float | None = None) -> Structure:
         command_id = next(self._ids)

@@ -84,18 +84,42 @@ def disk_note(
     against what the disk took alone. ``figures``: by kind, (messages, bytes written,
     seconds), dovecote's first; ``titles``: each kind's name in the note."""
     said: list[str] = []
-    least = 0.0
+    stored: list[float] = []
     for kind, (messages, written, seconds) in figures.items():
         per_message = written / max(messages, 1)
-        least = per_message if not said else min(least, per_message)
+        stored += [per_message] if per_message > 0 else []
         rate = written / seconds / 1e6 if seconds > 0 else 0.0
         said.append(f"{titles[kind]} {per_message / 1024:.1f} KiB at {rate:.0f} MB/s")
-    best = f"{probe_mb_s * 1e6 / least:,.0f} msg/s" if least > 0 else "-"
+    best = f"{probe_mb_s * 1e6 / min(stored):,.0f} msg/s" if stored else "-"
     return (
         f"{name}: written to disk per message and how fast: {', '.join(said)} (none syncs"
         f" a send nobody waits for); the disk took {probe_mb_s:.0f} MB/s of synced appends"
         f" alone (bench/disk.py), which would hold a broker syncing every group to at most"
         f" {best}"
+    )
+
+
+UNSTORED_SHARE = 0.1
+"""A broker writing under this share of dovecote's bytes per persistent message has not
+stored them all."""
+
+
+def unstored_note(name: str, per_message: dict[str, float], titles: dict[str, str]) -> str | None:
+    """Said under a row of persistent messages where a peer wrote almost nothing of what
+    dovecote wrote per message (``per_message``: bytes, by kind): its receipts there do not
+    mean stored, as RabbitMQ's for a message its consumer has already taken."""
+    ours = per_message.get("dovecote", 0.0)
+    if ours < 1024:
+        return None  # not a row whose messages dovecote stores
+    light = [k for k, v in per_message.items() if k != "dovecote" and v < UNSTORED_SHARE * ours]
+    if not light:
+        return None
+    said = ", ".join(f"{titles[k]} {per_message[k]:,.0f} B" for k in per_message)
+    return (
+        f"{name}: written to disk per message: {said}. {' and '.join(titles[k] for k in light)}"
+        " did not store these persistent messages: RabbitMQ confirms a message its consumer"
+        " has already taken without writing it (its receipts mean stored or consumed), where"
+        " dovecote and ActiveMQ store each one before its receipt"
     )
 
 

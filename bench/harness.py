@@ -353,6 +353,10 @@ def workload_rows(w: Workload, measured: Run, notes: list[str]) -> list[Row]:
             )
         )
         notes.append(client_bound(w.name, d, a))
+    unstored = disk.unstored_note(
+        w.name, {k: m.disk_bytes / max(m.messages, 1) for k, m in med.items()}, TITLES
+    )
+    notes += [unstored] if unstored else []
     if w.disk_heavy:
         written = {
             k: m.disk_bytes / m.seconds / 1e6 if m.seconds > 0 else None for k, m in med.items()

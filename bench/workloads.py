@@ -295,6 +295,31 @@ def sync_1(b: Broker, s: Sizes) -> Measure:
     )
 
 
+def sync_1_stored(b: Broker, s: Sizes) -> Measure:
+    """The lone synchronous producer with nobody consuming: every broker must store each
+    message before its receipt (RabbitMQ confirms one its consumer has already taken
+    without writing it)."""
+    manager = mp.Manager()
+    start = manager.Barrier(1)
+    name = f"/queue/{_queue_name('sync1stored')}"
+    cpu0, written0 = b.cpu_s(), disk.written_bytes(b.pid)
+    result = (
+        pool()
+        .submit(loadgen.produce, b.stomp_port, name, s.sync_messages, 1024, True, True, 0, start,
+                b.kind)
+        .result(1800)
+    )  # fmt: skip
+    manager.shutdown()
+    return Measure(
+        result.sent,
+        result.finished - result.started,
+        result.latencies_ns,
+        b.cpu_s() - cpu0,
+        b.status("VmHWM"),
+        disk_bytes=disk.written_bytes(b.pid) - written0,
+    )
+
+
 def sync_8(b: Broker, s: Sizes) -> Measure:
     return traffic(
         b, f"/queue/{_queue_name('sync8')}", 8, 1, s.sync_messages // 8, persistent=True, sync=True
@@ -411,6 +436,7 @@ WORKLOADS = [
     Workload("non-persistent queue 4→4", np_4_4),
     Workload("backlog drained (persistent)", backlog_drain),
     Workload(SYNC_1, sync_1),
+    Workload(f"{SYNC_1}, nobody consuming", sync_1_stored),
     Workload("persistent sync send, 8 producers", sync_8),
     Workload("persistent async send", persistent_async),
     Workload("transacted batches of 100", transacted_100),

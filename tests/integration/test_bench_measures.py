@@ -159,6 +159,18 @@ def test_the_disk_note() -> None:
     assert "at most 977 msg/s" in note
 
 
+def test_a_peer_that_did_not_store_persistent_messages_is_said_so() -> None:
+    titles = {"dovecote": "dovecote", "activemq": "ActiveMQ", "rabbitmq": "RabbitMQ"}
+    note = disk.unstored_note(
+        "sync", {"dovecote": 1500.0, "activemq": 2000.0, "rabbitmq": 8.0}, titles
+    )
+    assert note is not None
+    assert "dovecote 1,500 B, ActiveMQ 2,000 B, RabbitMQ 8 B. RabbitMQ did not store" in note
+    assert disk.unstored_note("sync", {"dovecote": 1500.0, "rabbitmq": 5700.0}, titles) is None
+    # a row of non-persistent messages: dovecote writes nothing, nobody is held to it
+    assert disk.unstored_note("np", {"dovecote": 0.0, "rabbitmq": 0.0}, titles) is None
+
+
 def test_the_synced_append_probe_counts_fsynced_appends(tmp_path: Path) -> None:
     """Each append is a write and an fsync of its own: the rate is far below what the same
     bytes take unsynced, and the file is gone afterwards."""
@@ -398,13 +410,15 @@ def test_rabbitmq_runs_the_stomp_workloads_and_is_stopped_whatever_happens(
     queue at once (which collide without the declaration headers), sync sends with
     receipts, a persistent backlog, topic fan-out, transactions; every message arrives and
     the Erlang VM's CPU is read. It is stopped on the way out, also when the run fails; a
-    start on the same directory recovers the persistent messages (the restart row)."""
+    start on the same directory recovers the persistent messages (the restart row). With
+    nobody consuming, its sync sends are stored."""
     by_name = {w.name: w for w in harness.WORKLOADS}
     chosen = [
         by_name[n]
         for n in (
             "non-persistent queue 4→4",
             "persistent sync send, 1 producer",
+            "persistent sync send, 1 producer, nobody consuming",
             "backlog drained (persistent)",
             "topic fan-out 1→8 (deliveries)",
             "transacted batches of 100",
@@ -421,6 +435,8 @@ def test_rabbitmq_runs_the_stomp_workloads_and_is_stopped_whatever_happens(
             (m,) = by_kind["rabbitmq"]
             assert m.note == "", name
             assert m.messages >= 50 and m.rate > 0 and m.cpu_s > 0, name
+        (alone,) = runs["persistent sync send, 1 producer, nobody consuming"]["rabbitmq"]
+        assert alone.disk_bytes >= alone.messages * 1024  # stored, each one
         workloads.fill(broker, "/queue/kept", 30)
         raise RuntimeError("the run failed")
     assert _gone(vm)

@@ -250,10 +250,12 @@ class BatchedWriter:
     many messages costs one syscall, not one per message. ``drain`` (and ``close``) send
     what is queued first, so nothing is reordered or lost."""
 
-    __slots__ = ("_draining", "_out", "_scheduled", "last_write", "on_written", "stream")
+    __slots__ = ("_draining", "_loop", "_out", "_scheduled", "last_write", "on_written", "stream")
 
     def __init__(self, stream: Stream, on_written: Callable[[], None] | None = None) -> None:
         self.stream = stream
+        # Kept: asyncio.get_running_loop() is a getpid() system call each time.
+        self._loop = asyncio.get_running_loop()
         self._out: list[bytes] = []
         self._scheduled = False
         self.last_write = time.monotonic()
@@ -271,14 +273,14 @@ class BatchedWriter:
         self._out.append(data)
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+            self._loop.call_soon(self.flush)
 
     def write_parts(self, parts: Iterable[bytes]) -> None:
         """``write`` each, in order (written with the rest at the flush)."""
         self._out.extend(parts)
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+            self._loop.call_soon(self.flush)
 
     def flush(self) -> None:
         self._scheduled = False

@@ -105,7 +105,7 @@ bench: bench-deps $(VENV)/.synced-all install
 # modules for this interpreter and platform (pip prefers it where it fits). Built from a copy
 # of the sources in a temporary directory: no .so file is left in src/.
 dist: $(VENV)/.synced-run
-	$(VENV)/bin/python tools/build_dist.py --uv $(UV) --out dist
+	$(VENV)/bin/python build_dist.py --uv $(UV) --out dist
 
 clean:
 	rm -rf $(TOOLS) $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

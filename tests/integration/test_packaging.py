@@ -236,3 +236,11 @@ def test_make_run_installs_the_base_and_passes_the_configuration() -> None:
     assert not [line for line in syncs if "--all-extras" in line or "--group dev" in line]
     assert any("--extra leveldb --extra postgresql" in line for line in syncs), out
     assert out.splitlines()[-1] == '.venv/bin/dovecote broker --config "conf/my broker.toml"'
+
+
+def test_make_dist_runs_what_the_tests_build_with() -> None:
+    """`make dist` (make -n: printed, nothing run) runs build_dist.py, which the tests above
+    run: the files it writes are the ones they install."""
+    command = _run("make", "-n", "dist").splitlines()[-1].split()
+    assert command[1:] == ["build_dist.py", "--uv", ".tools/bin/uv", "--out", "dist"]
+    assert (ROOT / command[1]).is_file()

@@ -37,6 +37,7 @@ from dovecote.core.commands import (
     Command,
     ConnectionInfo,
     ConsumerInfo,
+    DestinationInfo,
     MessageAck,
     MessageDispatch,
     RemoveInfo,
@@ -171,6 +172,9 @@ class Bridge:
         """The remote durable subscriptions (client id when the advisory says it, name) each
         network durable subscription here is kept for: when the last is deleted, so is it."""
         self.local_client_id = ""
+        self.temps: set[Destination] = set()
+        """The remote's temporary destinations this bridge made here (their consumers
+        there are demand like any other)."""
         self.failure: str | None = None
         self._stopped = asyncio.Event()
 
@@ -310,6 +314,34 @@ class Bridge:
                 await self._remote_consumer_removed(consumer_key(data["objectId"]))
             elif data.type == t.REMOVE_SUBSCRIPTION_INFO:
                 await self._remote_subscription_deleted(dispatch["destination"], data)
+            elif data.type == t.DESTINATION_INFO:
+                await self._remote_temp_destination(data)
+
+    async def _remote_temp_destination(self, info: Structure) -> None:
+        """A temporary destination made (or deleted) on the remote broker, told by its
+        TempQueue/TempTopic advisory: made here too, on the bridge's local connection, so
+        that a reply sent here to it goes to its consumer there (request/reply across the
+        bridge, as ActiveMQ's bridgeTempDestinations). One that exists here already is
+        someone else's and left alone (which also ends its echo round a ring of bridges)."""
+        try:
+            destination = destination_of(info["destination"])
+        except DovecoteError:
+            return
+        if destination is None or not destination.is_temporary or self.local_id in path_of(info):
+            return
+        add = info["operationType"] == 0
+        if add == (destination in self.temps):
+            return
+        try:
+            await self.broker.process(
+                self.connection_id, DestinationInfo(self.connection_id, destination, add)
+            )
+        except DovecoteError:
+            return
+        if add:
+            self.temps.add(destination)
+        else:
+            self.temps.discard(destination)
 
     async def _duplex_demand(self, info: Structure) -> None:
         """The remote's bridge back subscribes to our advisories: forward them to it."""
@@ -324,15 +356,15 @@ class Bridge:
             destination = destination_of(info["destination"])
         except DovecoteError:
             return
-        if destination is None or destination.is_temporary:
-            return  # temporary destinations are not bridged (yet)
+        if destination is None or (destination.is_temporary and destination not in self.temps):
+            return  # (a temporary one once its advisory made it here)
         path = path_of(info)
         if (
             (destination.name.startswith(ADVISORY_PREFIX) and not advisories)
             or self.local_id in path
             or len(path) >= s.consumer_ttl
             or info["browser"]
-            or not (advisories or s.wants(destination))
+            or not (advisories or destination.is_temporary or s.wants(destination))
         ):
             log.debug("bridge %s: not bridging demand on %s (path %s)", s.name, destination, path)
             return

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dovecote.client import ConnectionFactory, Message
+from dovecote.client import ConnectionFactory, JMSError, Message, MessageProducer
 from dovecote.client.connection import MessageConsumer
-from dovecote.core.destinations import Destination, topic
+from dovecote.core.destinations import Destination, queue, topic
 
 WAIT_S = 30.0
 
@@ -212,3 +212,36 @@ def standby_broker(config_toml: str, workdir: Path, openwire_port: int) -> Itera
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
         process.wait()
+
+
+def ask_across(service_port: int, requester_port: int, service_name: str) -> None:
+    """Five requests from a requester on one broker to a service on the other, each
+    answered to the requester's temporary queue."""
+    with ConnectionFactory(url(service_port)).create_connection() as on_service, \
+            ConnectionFactory(url(requester_port)).create_connection() as on_requester:  # fmt: skip
+        on_service.start()
+        on_requester.start()
+        service_session = on_service.create_session()
+        service = service_session.create_consumer(queue(service_name))
+        answers = service_session.create_producer()
+        session = on_requester.create_session()
+        replies = session.create_temporary_queue()
+        on_replies = session.create_consumer(replies)
+        asking = session.create_producer(queue(service_name))
+        for i in range(5):
+            asking.send(Message(f"q{i}", reply_to=replies))
+            request = service.receive(30)
+            assert request is not None, f"request {i} did not reach the service"
+            # (the reply-to may not be known there yet: the answer waits for it)
+            wait_for(lambda r=request: _answered(answers, r), "a reply sent", 30)  # type: ignore[misc]
+            reply = on_replies.receive(30)
+            assert reply is not None and reply.text == f"a{i}", f"reply {i}"
+
+
+def _answered(producer: MessageProducer, request: Message) -> bool:
+    """Answer ``request``; False while its reply-to is not known here yet."""
+    try:
+        producer.send(Message(f"a{request.text[1:]}"), destination=request.reply_to)
+    except JMSError:
+        return False
+    return True

@@ -12,9 +12,17 @@ import pytest
 
 from activemq import ActiveMQ, running_activemq
 from brokers import BrokerProcess, running_broker
-from dovecote.client import ConnectionFactory, JMSError, Message, MessageProducer
 from dovecote.core.destinations import queue, topic
-from networks import browse_count, connector_toml, consumer, quiet, receive, send, url, wait_for
+from networks import (
+    ask_across,
+    browse_count,
+    connector_toml,
+    consumer,
+    quiet,
+    receive,
+    send,
+    wait_for,
+)
 from ports import free_port
 from stompclient import Client
 
@@ -192,36 +200,3 @@ def test_request_reply_across_a_duplex_bridge_with_activemq_both_ways(
         wait_for(lambda: "bridge to broker" in a.log_text(), "the bridge to ActiveMQ")
         ask_across(a.openwire_port, amq.openwire_port, f"{name}.on-dovecote")
         ask_across(amq.openwire_port, a.openwire_port, f"{name}.on-activemq")
-
-
-def ask_across(service_port: int, requester_port: int, service_name: str) -> None:
-    """Five requests from a requester on one broker to a service on the other, each
-    answered to the requester's temporary queue."""
-    with ConnectionFactory(url(service_port)).create_connection() as on_service, \
-            ConnectionFactory(url(requester_port)).create_connection() as on_requester:  # fmt: skip
-        on_service.start()
-        on_requester.start()
-        service_session = on_service.create_session()
-        service = service_session.create_consumer(queue(service_name))
-        answers = service_session.create_producer()
-        session = on_requester.create_session()
-        replies = session.create_temporary_queue()
-        on_replies = session.create_consumer(replies)
-        asking = session.create_producer(queue(service_name))
-        for i in range(5):
-            asking.send(Message(f"q{i}", reply_to=replies))
-            request = service.receive(30)
-            assert request is not None, f"request {i} did not reach the service"
-            # (the reply-to may not be known there yet: the answer waits for it)
-            wait_for(lambda r=request: _sent(answers, r), "a reply sent", 30)  # type: ignore[misc]
-            reply = on_replies.receive(30)
-            assert reply is not None and reply.text == f"a{i}", f"reply {i}"
-
-
-def _sent(producer: MessageProducer, request: Message) -> bool:
-    """Answer ``request``; False while its reply-to is not known here yet."""
-    try:
-        producer.send(Message(f"a{request.text[1:]}"), destination=request.reply_to)
-    except JMSError:
-        return False
-    return True

@@ -9,9 +9,7 @@ import uuid
 from pathlib import Path
 
 from brokers import running_broker
-from dovecote.client import ConnectionFactory, Message
-from dovecote.core.destinations import queue
-from networks import connector_toml, url, wait_for
+from networks import ask_across, connector_toml, wait_for
 from ports import free_port
 
 
@@ -26,23 +24,5 @@ def test_a_reply_to_a_temporary_queue_crosses_back_over_the_bridge(tmp_path: Pat
                            openwire_port=b_port) as b:  # fmt: skip
         wait_for(lambda: "bridge to broker B" in a.log_text(), "A->B")
         wait_for(lambda: "bridge to broker A" in b.log_text(), "B->A")
-        with ConnectionFactory(url(a_port)).create_connection() as service_connection, \
-                ConnectionFactory(url(b_port)).create_connection() as requester:  # fmt: skip
-            service_connection.start()
-            requester.start()
-            service_session = service_connection.create_session()
-            service = service_session.create_consumer(queue(name))
-            answers = service_session.create_producer()
-            session = requester.create_session()
-            replies = session.create_temporary_queue()
-            on_replies = session.create_consumer(replies)
-            wait_for(lambda: f"forwarding {replies} to" in a.log_text(), "the reply demand")
-            for i in range(10):
-                session.create_producer(queue(name)).send(
-                    Message(f"question {i}", reply_to=replies)
-                )
-                request = service.receive(30)
-                assert request is not None and request.reply_to == replies
-                answers.send(Message(f"answer to {request.text}"), destination=request.reply_to)
-                reply = on_replies.receive(30)
-                assert reply is not None and reply.text == f"answer to question {i}"
+        ask_across(a_port, b_port, name)
+        assert "forwarding temp-queue://" in a.log_text()  # the reply queue's demand

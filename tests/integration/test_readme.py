@@ -1,32 +1,134 @@
-"""The README's Python examples run as written, against a dovecote broker (only the ports
-are changed to the test broker's)."""
+"""Every code block of the README runs, or is checked, as written: the Python examples and the
+command lines against a dovecote broker (only the ports are changed to the test broker's),
+every TOML block loads as a configuration, `make` lines name targets that exist, `pip` lines
+extras that exist. A block of another kind fails the test until this file knows it."""
 
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from brokers import running_broker
+from dovecote.config import load_config
 
-README = Path(__file__).parent.parent.parent / "README.md"
+ROOT = Path(__file__).parent.parent.parent
+README = ROOT / "README.md"
+VENV_BIN = Path(sys.executable).parent
+BLOCK = re.compile(r"^```([^\n]*)\n(.*?)^```$", flags=re.DOTALL | re.MULTILINE)
+TOOLS_WITH_URL = {"produce", "consume", "browse", "purge", "dstat"}
 
 
-def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+def blocks(kind: str) -> list[str]:
+    """The blocks whose info string starts with ``kind`` (```toml tls is a toml block)."""
+    return [
+        body for info, body in BLOCK.findall(README.read_text()) if info.split(" ")[:1] == [kind]
+    ]
+
+
+def commands(script: str) -> list[str]:
+    """A sh block's command lines: continuations joined, comments and blank lines left out."""
+    joined = script.replace("\\\n", " ")
+    lines = [line.split(" #", 1)[0].strip() for line in joined.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def test_every_block_is_of_a_kind_this_file_checks() -> None:
+    kinds = {info.split(" ")[0] for info, _ in BLOCK.findall(README.read_text())}
+    # A block with no info string is a picture (the Layout), not code.
+    assert kinds <= {"python", "sh", "toml", ""}, kinds
+    assert blocks("python") and blocks("sh") and blocks("toml")
 
 
 def test_readme_python_examples_run(tmp_path: Path) -> None:
-    blocks = python_blocks()
-    assert len(blocks) >= 2
     outputs = []
     with running_broker(workdir=tmp_path) as broker:
-        for code in blocks:
+        for code in blocks("python"):
             code = code.replace("127.0.0.1:61616", f"127.0.0.1:{broker.openwire_port}")
             code = code.replace('("127.0.0.1", 61613)', f'("127.0.0.1", {broker.stomp_port})')
             result = subprocess.run([sys.executable, "-c", code], capture_output=True,
                                     text=True, timeout=60, check=False)  # fmt: skip
             assert result.returncode == 0, f"{code}\n{result.stderr}"
             outputs.append(result.stdout)
+    assert "hello\n" in outputs  # the STOMP example received what it sent
     assert "order 1\n" in outputs  # the client example printed what it sent and received
+
+
+def test_readme_toml_blocks_load(tmp_path: Path) -> None:
+    for i, text in enumerate(blocks("toml")):
+        path = tmp_path / f"block{i}.toml"
+        path.write_text(text)
+        load_config(path)  # raises ConfigError naming the key at fault
+
+
+def run_tool_line(line: str, tmp_path: Path, openwire: int, console: int) -> str:
+    """A dovecote command line (possibly fed by a pipe) against the test broker."""
+    words = shlex.split(line)
+    tool = words[words.index(".venv/bin/dovecote") + 1]
+    if tool in TOOLS_WITH_URL and "--url" not in words:
+        line = line.replace(f"dovecote {tool}", f"dovecote {tool} --url tcp://127.0.0.1:{openwire}")
+    line = line.replace("127.0.0.1:8161", f"127.0.0.1:{console}")
+    line = line.replace(".venv/bin/", f"{VENV_BIN}/")
+    result = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert result.returncode == 0, f"{line}\n{result.stdout}\n{result.stderr}"
+    return result.stdout + result.stderr
+
+
+def check_make(words: list[str]) -> None:
+    """make's dry run: the target exists and its variables parse (nothing is installed)."""
+    result = subprocess.run(["make", "-n", *words[1:]], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60, check=False)  # fmt: skip
+    assert result.returncode == 0, f"{words}\n{result.stderr}"
+    if any(w.startswith("CONFIG=") for w in words):
+        assert "--config" in result.stdout
+
+
+def check_pip(words: list[str]) -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    name, _, extras = words[2].partition("[")
+    assert name == project["name"]
+    for extra in filter(None, extras.rstrip("]").split(",")):
+        assert extra in project["optional-dependencies"], extra
+
+
+def check_pipeline(words: list[str]) -> None:
+    """The Spark example takes minutes: tests/integration/test_pipeline_example.py runs it
+    (with a test broker); here its options must be ones the script has."""
+    source = (ROOT / words[1]).read_text()
+    for option in (w for w in words[2:] if w.startswith("--")):
+        assert f'"{option}"' in source, option
+
+
+def test_readme_command_lines_run(tmp_path: Path) -> None:
+    outputs = []
+    with running_broker(workdir=tmp_path) as broker:
+        for script in blocks("sh"):
+            for line in commands(script):
+                words = shlex.split(line)
+                if words[0] == "make":
+                    check_make(words)
+                elif words[:2] == ["pip", "install"]:
+                    check_pip(words)
+                elif words[:2] == [".venv/bin/python", "examples/pipeline.py"]:
+                    check_pipeline(words)
+                elif ".venv/bin/dovecote" in words:
+                    outputs.append(run_tool_line(line, tmp_path, broker.openwire_port,
+                                                 broker.console_port))  # fmt: skip
+                elif words[0] == "curl":
+                    line = line.replace("127.0.0.1:8161", f"127.0.0.1:{broker.console_port}")
+                    line = line.replace("curl ", "curl --fail --silent --show-error ", 1)
+                    result = subprocess.run(["bash", "-c", line], capture_output=True,
+                                            text=True, timeout=30, check=False)  # fmt: skip
+                    assert result.returncode == 0, f"{line}\n{result.stderr}"
+                    outputs.append(result.stdout)
+                else:
+                    raise AssertionError(f"no rule in test_readme.py for: {line}")
+    text = "\n".join(outputs)
+    assert "Produced: 100 messages" in text and "Consumed: 100 messages" in text
+    assert "Browsed: 5 messages" in text
+    assert "scrypt$" in text  # dovecote passwd printed a hash
+    assert (tmp_path / "dovecote.toml").exists()  # import-config wrote the file

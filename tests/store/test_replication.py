@@ -109,6 +109,33 @@ async def test_nothing_acknowledged_is_lost_when_the_master_dies_under_load(
         await replicas.stop_all()
 
 
+async def test_the_master_is_never_more_than_one_group_ahead_of_a_quorum(
+    replicas: ReplicaSet,
+) -> None:
+    # What makes the highest position the right one to elect (PROTOCOL.md): groups nobody
+    # waits for (a consumer's acks) wait for the quorum too before the next is written.
+    master = await replicas.start()
+    assert master.server is not None
+    server = master.server
+    ahead: list[int] = []
+
+    async def watch() -> None:
+        while True:
+            acked = max((s.applied for s in server.sessions.values()), default=0)
+            ahead.append(server.position - acked)
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(watch())
+    for i in range(300):
+        master.write([AddMessage(msg(i))], sync=False)  # (not waited for: a group each)
+        await asyncio.sleep(0)
+        if i % 50 == 49:
+            await master.write([RemoveMessage(Q, msg(i).message_id)])
+    await master.write([AddMessage(msg(1000))])
+    watcher.cancel()
+    assert master.message_count(Q) == 295 and max(ahead) <= 1
+
+
 async def test_a_slave_whose_master_dies_waits_for_the_next_election(
     replicas: ReplicaSet,
 ) -> None:
@@ -260,6 +287,19 @@ async def test_an_elected_master_serves_once_a_quorum_of_slaves_attached(
     replicas.launch("n1")
     assert await replicas.master() is n0
     await n0.write([AddMessage(msg(0))])
+
+
+async def test_a_write_queued_when_the_master_stops_being_master_fails(
+    replicas: ReplicaSet,
+) -> None:
+    master = await replicas.start()
+    queued = master.write([AddMessage(msg(0))])  # in the group writer's queue...
+    replicas.group.lose_session("n0")
+    assert master.server is not None
+    master.server.refuse("no longer master: the coordinator session was lost")  # ...as at once
+    with pytest.raises(StoreFailedError, match="no longer master"):
+        await queued
+    assert master.message_count(Q) == 0
 
 
 async def test_a_master_not_yet_serving_that_loses_its_session_just_waits(

@@ -129,8 +129,7 @@ class ReplicationServer:
     def refuse(self, reason: str) -> None:
         """No longer master: every write fails, the slaves are let go."""
         self.refusing = reason
-        self.master = False
-        self.local.observer = None
+        self.master = False  # (it stays the store's observer: groups still queued fail)
         self._fail_waits(reason)
         for session in list(self.sessions.values()):
             session.link.abort()  # (its _serve task ends on that, and closes the rest)
@@ -198,7 +197,11 @@ class ReplicationServer:
         self._new_record = asyncio.Event()
         if self.published is not None:
             self.published(self.position)
-        if not wanted or not self.policy.remote or not self.needed:
+        # Every group waits for the quorum, also one nobody waits for (it then needs only
+        # the slaves' "applied"), before the next is written: a master is never more than
+        # one group ahead of a quorum, so the highest position elected holds every
+        # acknowledged group (PROTOCOL.md).
+        if not self.policy.remote or not self.needed:
             return
         reason = self.quorum_error()  # (lost while the group was written in a thread)
         if reason is not None:

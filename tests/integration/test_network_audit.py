@@ -76,3 +76,41 @@ def test_a_bridge_sending_again_delivers_nothing_twice(tmp_path: Path) -> None:
         with consumer(port, queue("audit.q")) as on_queue:
             assert receive(on_queue, 5) == ids(1, 2, 3, 4, 5)
             assert quiet(on_queue)
+
+
+def test_a_message_consumed_before_a_crash_is_still_dropped_when_sent_again(
+    tmp_path: Path,
+) -> None:
+    """The audit outlives a kill -9 of the receiving broker: 1-3 were stored, answered and
+    consumed, the broker crashed, and a bridge that never saw the answers sends them again
+    with 4: only 4 is delivered (the queue no longer holds 1-3 to read them back from)."""
+    port = free_port()
+    with running_broker("", tmp_path, openwire_port=port) as b:
+        asyncio.run(bridge_send(port, "consumed.q", ids(1, 2, 3)))
+        with consumer(port, queue("consumed.q")) as on_queue:
+            assert receive(on_queue, 3) == ids(1, 2, 3)
+        assert browse_count(port, queue("consumed.q")) == 0
+        b.process.kill()
+        b.process.wait()
+    with running_broker("", tmp_path, openwire_port=port):
+        asyncio.run(bridge_send(port, "consumed.q", ids(1, 2, 3, 4)))
+        with consumer(port, queue("consumed.q")) as on_queue:
+            assert receive(on_queue, 4, timeout=2.0) == ids(4)
+
+
+def test_the_audit_file_keeps_only_its_window(tmp_path: Path) -> None:
+    """Unit: the file is rewritten with the window once it has grown to twice its size,
+    and a forgotten id stays forgotten when read back."""
+    from dovecote.network.audit import SendAudit
+
+    journal = tmp_path / "remote.audit"
+    audit = SendAudit(REMOTE, None, size=4, journal=journal)  # type: ignore[arg-type]
+    for n in range(10):
+        audit._remember(f"m{n}")
+    audit.forget("m9")
+    audit.close()
+    assert len(journal.read_text().splitlines()) <= 9
+    again = SendAudit(REMOTE, None, size=4, journal=journal)  # type: ignore[arg-type]
+    assert "m9" not in again._seen and list(again._seen)[-3:] == ["m6", "m7", "m8"]
+    assert len(again._seen) <= 4
+    again.close()

@@ -19,7 +19,7 @@ from dovecote.broker.connection import ConnectionState
 from dovecote.broker.plugins import BrokerPlugin, PluginHost
 from dovecote.core.destinations import Destination
 from dovecote.core.errors import DovecoteError
-from dovecote.network.audit import SendAudit
+from dovecote.network.audit import SendAudit, journal_name
 from dovecote.network.bridge import Bridge, BridgeCounts, LocalBroker
 from dovecote.network.settings import NetworkConnectorSettings, NetworkUri, RemoteAddress
 from dovecote.network.wire import Channel, RemoteConnection, RemoteError
@@ -61,7 +61,11 @@ class NetworkConnectors(BrokerPlugin):
             return
         audit = self._audits.get(remote_id)
         if audit is None:
-            audit = self._audits[remote_id] = SendAudit(remote_id, self.broker.query)
+            # (Beside the temp store, under data_dir: kept across restarts.)
+            directory = self.broker.settings.temp_directory.parent / "network"
+            audit = self._audits[remote_id] = SendAudit(
+                remote_id, self.broker.query, journal=directory / journal_name(remote_id)
+            )
         state.send_audit = audit.duplicate
         log.info("network bridge from broker %s connected (%s)", remote_id, state.peer.address)
 
@@ -135,6 +139,8 @@ class NetworkConnectors(BrokerPlugin):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        for audit in self._audits.values():
+            audit.close()
 
     def bridges(self) -> list[dict[str, object]]:
         """Every bridge: its connector, the remote broker, its state and what it forwarded."""

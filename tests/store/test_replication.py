@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from contract import Q, StoreContract, msg
@@ -24,10 +25,22 @@ from replicakit import ReplicaSet, until
 
 
 @pytest.fixture
-async def replicas(tmp_path: Path) -> AsyncIterator[ReplicaSet]:
-    group = ReplicaSet(tmp_path)
-    yield group
-    await group.stop_all()
+async def replica_sets(tmp_path: Path) -> AsyncIterator[Callable[..., ReplicaSet]]:
+    """Makes ReplicaSets with the options given; stops them after the test."""
+    made: list[ReplicaSet] = []
+
+    def make(**options: Any) -> ReplicaSet:
+        made.append(ReplicaSet(tmp_path / f"set{len(made)}", **options))
+        return made[-1]
+
+    yield make
+    for group in made:
+        await group.stop_all()
+
+
+@pytest.fixture
+def replicas(replica_sets: Callable[..., ReplicaSet]) -> ReplicaSet:
+    return replica_sets()
 
 
 def stored_ids(store: ReplicatedLevelDBStore) -> list[str]:
@@ -82,31 +95,28 @@ async def test_a_slave_that_takes_over_holds_the_masters_writes(replicas: Replic
 
 @pytest.mark.parametrize("sync", ["quorum_mem", "quorum_disk"])
 async def test_nothing_acknowledged_is_lost_when_the_master_dies_under_load(
-    tmp_path: Path, sync: str
+    replica_sets: Callable[..., ReplicaSet], sync: str
 ) -> None:
-    replicas = ReplicaSet(tmp_path, sync=sync)
-    try:
-        master = await replicas.start()
-        acknowledged: list[str] = []
+    replicas = replica_sets(sync=sync)
+    master = await replicas.start()
+    acknowledged: list[str] = []
 
-        async def producer(n: int) -> None:
-            for i in range(10_000):
-                message = msg(n * 100_000 + i)
-                try:
-                    await master.write([AddMessage(message)])
-                except StoreFailedError:
-                    return
-                acknowledged.append(message.message_id)
+    async def producer(n: int) -> None:
+        for i in range(10_000):
+            message = msg(n * 100_000 + i)
+            try:
+                await master.write([AddMessage(message)])
+            except StoreFailedError:
+                return
+            acknowledged.append(message.message_id)
 
-        producers = [asyncio.create_task(producer(n)) for n in range(4)]
-        await until(lambda: len(acknowledged) >= 300, "300 writes acknowledged")
-        await replicas.crash(master.settings.node_id)
-        await asyncio.gather(*producers)
-        successor = await replicas.master()
-        stored = set(stored_ids(successor))
-        assert not [i for i in acknowledged if i not in stored]
-    finally:
-        await replicas.stop_all()
+    producers = [asyncio.create_task(producer(n)) for n in range(4)]
+    await until(lambda: len(acknowledged) >= 300, "300 writes acknowledged")
+    await replicas.crash(master.settings.node_id)
+    await asyncio.gather(*producers)
+    successor = await replicas.master()
+    stored = set(stored_ids(successor))
+    assert not [i for i in acknowledged if i not in stored]
 
 
 async def test_the_master_is_never_more_than_one_group_ahead_of_a_quorum(
@@ -186,27 +196,24 @@ async def test_a_late_slave_and_a_restarted_one_catch_up(
 
 
 async def test_a_slave_behind_the_backlog_gets_a_copy(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    replica_sets: Callable[..., ReplicaSet], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, "dovecote.store.replicated")
-    replicas = ReplicaSet(tmp_path, backlog_bytes=4096)
-    try:
-        master = await replicas.start()
-        await master.write([AddMessage(msg(i)) for i in range(5)])
-        await replicas.caught_up()
-        await replicas.stop("n2")
-        assert master.position == 1  # (a position is a group: here one write)
-        for i in range(5, 100):
-            await master.write([AddMessage(msg(i))])
-        caplog.clear()
-        replicas.launch("n2")
-        await until(lambda: replicas.stores["n2"].role == "slave", "n2 a slave again")
-        await replicas.caught_up("n2")
-        assert "following master n0 from position 1 (snapshot; it is at 96)" in caplog.text
-        assert stored_ids(replicas.stores["n2"]) == stored_ids(master)
-        assert len(stored_ids(master)) == 100
-    finally:
-        await replicas.stop_all()
+    replicas = replica_sets(backlog_bytes=4096)
+    master = await replicas.start()
+    await master.write([AddMessage(msg(i)) for i in range(5)])
+    await replicas.caught_up()
+    await replicas.stop("n2")
+    assert master.position == 1  # (a position is a group: here one write)
+    for i in range(5, 100):
+        await master.write([AddMessage(msg(i))])
+    caplog.clear()
+    replicas.launch("n2")
+    await until(lambda: replicas.stores["n2"].role == "slave", "n2 a slave again")
+    await replicas.caught_up("n2")
+    assert "following master n0 from position 1 (snapshot; it is at 96)" in caplog.text
+    assert stored_ids(replicas.stores["n2"]) == stored_ids(master)
+    assert len(stored_ids(master)) == 100
 
 
 async def test_an_old_master_with_groups_nobody_got_is_copied_over(
@@ -334,21 +341,20 @@ async def test_a_peer_that_is_not_a_slave_is_closed_with_one_line(
     await master.write([AddMessage(msg(0))])
 
 
-async def test_a_silent_slave_is_dropped_after_the_peer_timeout(tmp_path: Path) -> None:
-    replicas = ReplicaSet(tmp_path, peer_timeout_s=0.6)
-    try:
-        master = await replicas.start()
-        host, port = master.replication_address.rsplit(":", 1)
-        reader, writer = await asyncio.open_connection(host, int(port))
-        writer.write(encode(Hello(1, "mute", 0, 0)))
-        length, kind = frame_length(await reader.readexactly(HEADER.size))
-        assert isinstance(decode(kind, await reader.readexactly(length)), Welcome)
-        await until(lambda: master.server is not None and master.server.connected == 3, "mute in")
-        started = asyncio.get_running_loop().time()
-        while await asyncio.wait_for(reader.read(65536), 5):  # never answering
-            pass
-        assert asyncio.get_running_loop().time() - started >= 0.5
-        await until(lambda: master.server is not None and master.server.connected == 2, "gone")
-        writer.close()
-    finally:
-        await replicas.stop_all()
+async def test_a_silent_slave_is_dropped_after_the_peer_timeout(
+    replica_sets: Callable[..., ReplicaSet],
+) -> None:
+    replicas = replica_sets(peer_timeout_s=0.6)
+    master = await replicas.start()
+    host, port = master.replication_address.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(encode(Hello(1, "mute", 0, 0)))
+    length, kind = frame_length(await reader.readexactly(HEADER.size))
+    assert isinstance(decode(kind, await reader.readexactly(length)), Welcome)
+    await until(lambda: master.server is not None and master.server.connected == 3, "mute in")
+    started = asyncio.get_running_loop().time()
+    while await asyncio.wait_for(reader.read(65536), 5):  # never answering
+        pass
+    assert asyncio.get_running_loop().time() - started >= 0.5
+    await until(lambda: master.server is not None and master.server.connected == 2, "gone")
+    writer.close()

@@ -280,14 +280,20 @@ async def test_a_master_that_loses_its_session_refuses_writes_and_is_demoted(
     assert successor is not master and stored_ids(successor) == [msg(0).message_id]
 
 
+async def elected_beside_a_ghost(replicas: ReplicaSet) -> ReplicatedLevelDBStore:
+    """n0 elected master beside a member that registers but never attaches (its broker
+    hangs before replicating): a quorum registered, no slave."""
+    n0 = replicas.launch("n0")
+    await replicas.registered("n0")
+    replicas.group.register(Member("ghost", "127.0.0.1:9", 0))
+    await until(lambda: n0.role == "master", "n0 elected")
+    return n0
+
+
 async def test_an_elected_master_serves_once_a_quorum_of_slaves_attached(
     replicas: ReplicaSet,
 ) -> None:
-    n0 = replicas.launch("n0")
-    await replicas.registered("n0")
-    # A member that registers but never attaches (its broker hangs before replicating).
-    replicas.group.register(Member("ghost", "127.0.0.1:9", 0))
-    await until(lambda: n0.role == "master", "n0 elected")
+    n0 = await elected_beside_a_ghost(replicas)
     with pytest.raises(StoreFailedError, match="no quorum: 1 of 3 replicas"):
         await n0.write([AddMessage(msg(0))])
     assert not replicas.starting["n0"].done()  # the broker would not open its transports
@@ -312,10 +318,7 @@ async def test_a_write_queued_when_the_master_stops_being_master_fails(
 async def test_a_master_not_yet_serving_that_loses_its_session_just_waits(
     replicas: ReplicaSet,
 ) -> None:
-    n0 = replicas.launch("n0")
-    await replicas.registered("n0")
-    replicas.group.register(Member("ghost", "127.0.0.1:9", 0))
-    await until(lambda: n0.role == "master", "n0 elected")
+    n0 = await elected_beside_a_ghost(replicas)
     replicas.group.lose_session("n0")
     await until(lambda: n0.role == "waiting", "n0 waiting")
     assert replicas.demoted["n0"] == [] and not replicas.starting["n0"].done()

@@ -368,3 +368,26 @@ def test_a_send_refused_on_an_accepted_duplex_connection_is_answered(tmp_path: P
         assert "not authorized" in str(bridges(a)[0]["last_error"]).lower()
         assert "closing it" not in b.log_text()
         assert browse_count(a.openwire_port, queue(f"dx.secret.{name}")) == 1  # kept on A
+
+
+def test_the_bridge_back_of_a_duplex_connector_keeps_its_settings(tmp_path: Path) -> None:
+    """B bridges back over A's duplex connection with the settings A's BrokerInfo carries
+    (networkProperties, as ActiveMQ's responder takes them): A's excluded destinations are
+    not forwarded from B to A either."""
+    name = unique("dxs")
+    b_port = free_port()
+    a_config = connector_toml("A", [b_port], name="a-b", duplex=True) + (
+        f'excluded_destinations = [{{ queue = "secret.{name}" }}]\n'
+    )
+    with running_broker('[broker]\nname = "B"\n', wd(tmp_path, "b"), openwire_port=b_port), \
+            running_broker(a_config, wd(tmp_path, "a")) as a:  # fmt: skip
+        wait_for(lambda: bridges(a)[0]["state"] == "connected", "the bridge")
+        with (
+            consumer(a.openwire_port, queue(f"open.{name}")) as on_open,
+            consumer(a.openwire_port, queue(f"secret.{name}")) as on_secret,
+        ):
+            send(b_port, queue(f"secret.{name}"), ["kept on B"])
+            send(b_port, queue(f"open.{name}"), ["crosses"])
+            assert receive(on_open, 1) == ["crosses"]
+            assert quiet(on_secret)
+        assert browse_count(b_port, queue(f"secret.{name}")) == 1

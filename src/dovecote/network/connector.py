@@ -21,7 +21,8 @@ from dovecote.core.destinations import Destination
 from dovecote.core.errors import DovecoteError
 from dovecote.network.audit import SendAudit, journal_name
 from dovecote.network.bridge import Bridge, BridgeCounts, LocalBroker
-from dovecote.network.settings import NetworkConnectorSettings, NetworkUri, RemoteAddress
+from dovecote.network.properties import accepted_settings
+from dovecote.network.settings import NetworkConnectorSettings, RemoteAddress
 from dovecote.network.wire import Channel, RemoteConnection, RemoteError
 from dovecote.protocol.openwire import Structure
 
@@ -85,9 +86,9 @@ class NetworkConnectors(BrokerPlugin):
                 holder[0].on_remote_command(structure)
 
         channel = Channel(write, close_transport, on_command, remote_info, peer_address)
-        settings = NetworkConnectorSettings(
-            f"duplex-{channel.remote_broker_name}", NetworkUri("static", ())
-        )
+        # Configured from the remote connector's networkProperties, as ActiveMQ's is.
+        settings = accepted_settings(remote_info["networkProperties"],
+                                     f"duplex-{channel.remote_broker_name}")  # fmt: skip
         counts = BridgeCounts(address=peer_address, remote_broker=channel.remote_broker_name,
                               remote_broker_id=channel.remote_broker_id)  # fmt: skip
         bridge = Bridge(self.broker, settings, self.local_id, channel, counts,

@@ -88,9 +88,13 @@ def check_make(words: list[str]) -> None:
 
 
 def check_pip(words: list[str]) -> None:
+    """pip install dist/<wheel>[extras]: the wheel's name is the one make dist gives (the
+    project's name and version), the extras are the project's."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    name, _, extras = words[2].partition("[")
-    assert name == project["name"]
+    wheel, _, extras = words[-1].partition("[")
+    name, version = Path(wheel).name.split("-")[:2]
+    assert (wheel.startswith("dist/"), name, version) == (True, project["name"], project["version"])
+    assert wheel.endswith(".whl"), wheel
     for extra in filter(None, extras.rstrip("]").split(",")):
         assert extra in project["optional-dependencies"], extra
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from dovecote.broker.advisories import AdvisoryPlugin
+from dovecote.broker.advisories import AdvisoryPlugin, NoConsumerAdvisories
 from dovecote.broker.broker import Broker
 from dovecote.broker.plugins import BrokerPlugin
 from dovecote.broker.policy import BrokerSettings
@@ -125,9 +125,13 @@ def _replicated_store(
         ) from None
     s = config.store
     host, port = host_port(s.bind)
-    # The node id names this broker in the group: its replication address, stable across
-    # restarts (brokers of one group may share a broker name, as ActiveMQ's must).
-    node_id = f"{s.hostname or host}:{port}" if port else f"{config.broker.name}@{host}"
+    # The node id names this broker in the group, stable across restarts (brokers of one
+    # group may share a broker name, as ActiveMQ's must): its replication address, or with
+    # an ephemeral port (bind = "tcp://0.0.0.0:0", as ActiveMQ's examples) its store's path.
+    advertised = s.hostname or host
+    node_id = (
+        f"{advertised}:{port}" if port else f"{advertised}:{leveldb_directory(config).resolve()}"
+    )
     settings = ReplicationSettings(
         directory=leveldb_directory(config),
         node_id=node_id,
@@ -210,6 +214,8 @@ def make_plugins(config: Config) -> list[BrokerPlugin]:
     if config.broker.advisory_support:
         openwire = config.openwire
         plugins.append(AdvisoryPlugin(f"tcp://{openwire.host}:{openwire.port}"))
+        if any(entry.send_advisory_if_no_consumers for entry in config.policy.entries):
+            plugins.append(NoConsumerAdvisories())
     # Always: bridges from other brokers are accepted (and audited) with or without ours.
     plugins.append(NetworkConnectors(network_settings(config)))
     return plugins

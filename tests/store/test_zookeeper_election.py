@@ -76,8 +76,10 @@ async def group(
 ) -> AsyncIterator[dict[str, Node]]:
     nodes = {name: Node(zk, path, name, p) for name, p in positions.items()}
     try:
-        for node in nodes.values():
+        for node in nodes.values():  # one after another: registrations in this order
             await node.start()
+            await until(lambda n=node: n.me.node_id in {m.node_id for m in n.coordinator.members()},
+                        what="registered")  # fmt: skip
         yield nodes
     finally:
         for node in nodes.values():

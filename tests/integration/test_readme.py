@@ -12,7 +12,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-from brokers import running_broker
+from brokers import BrokerProcess, running_broker
+from dovecote.client import Connection, ConnectionFactory
 from dovecote.config import load_config
 
 ROOT = Path(__file__).parent.parent.parent
@@ -136,3 +137,28 @@ def test_readme_command_lines_run(tmp_path: Path) -> None:
     assert "Browsed: 5 messages" in text
     assert "scrypt$" in text  # dovecote passwd printed a hash
     assert (tmp_path / "dovecote.toml").exists()  # import-config wrote the file
+
+
+def connect(broker: BrokerProcess) -> Connection:
+    return ConnectionFactory(f"tcp://127.0.0.1:{broker.openwire_port}").create_connection()
+
+
+def test_readme_three_broker_line_carries_messages_both_ways() -> None:
+    """The Networks section's a - b - c example, as written (b's address made the test's):
+    a producer on one end reaches a consumer on the other, both ways."""
+    (line,) = [b for b in blocks("toml") if 'name = "a-to-b"' in b]
+    with running_broker('[broker]\nname = "b"\n') as b:
+        a_toml = line.replace("b.example:61616", f"127.0.0.1:{b.openwire_port}")
+        c_toml = a_toml.replace('name = "a"', 'name = "c"').replace('"a-to-b"', '"c-to-b"')
+        with running_broker(a_toml) as a, running_broker(c_toml) as c:
+            for sender, receiver in ((a, c), (c, a)):
+                name = f"orders.from{sender.openwire_port}"
+                with connect(receiver) as there, connect(sender) as here:
+                    there.start()
+                    session = there.create_session()
+                    consumer = session.create_consumer(session.queue(name))
+                    session = here.create_session()
+                    session.create_producer(session.queue(name)).send("across")
+                    # The message waits on the sender's broker until the demand arrives.
+                    message = consumer.receive(30)
+                    assert message is not None and message.body == "across"

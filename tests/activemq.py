@@ -59,6 +59,7 @@ def running_activemq(
     ssl_keystore: tuple[Path, str] | None = None,
     plugins: str = "",
     network_connectors: str = "",
+    policy_entries: str = "",
 ) -> Iterator[ActiveMQ]:
     """Start ActiveMQ; with ``base`` (kept afterwards) and a fixed port a test can kill it
     and start it again on the same store. ``scheduler_support`` turns on its scheduler
@@ -69,7 +70,7 @@ def running_activemq(
     transport connector on a free port. ``plugins`` is XML put in ``<plugins>``, e.g. a
     simpleAuthenticationPlugin and an authorizationPlugin (tests/securitykit.py).
     ``network_connectors`` is XML put in ``<networkConnectors>`` (its ``<networkConnector>``
-    elements)."""
+    elements). ``policy_entries`` is XML put first in ``<policyEntries>``."""
     keep = base is not None
     base = base or Path(tempfile.mkdtemp(prefix="dovecote-amq-"))
     try:
@@ -88,7 +89,7 @@ def running_activemq(
         # plugin `dovecote dstat` asks (dovecote always has it).
         xml = xml.replace(
             "<persistenceAdapter>",
-            f"<plugins><statisticsBrokerPlugin/>{plugins}</plugins>\n<destinationPolicy><policyMap><policyEntries>"
+            f"<plugins><statisticsBrokerPlugin/>{plugins}</plugins>\n<destinationPolicy><policyMap><policyEntries>{policy_entries}"
             '<policyEntry queue="*.window" memoryLimit="64kb" producerFlowControl="true">'
             "<pendingQueuePolicy><vmQueueCursor/></pendingQueuePolicy></policyEntry>"
             '<policyEntry queue=">" prioritizedMessages="true"/>'

@@ -41,6 +41,7 @@ from dovecote.core.commands import (
     ProducerInfo,
     RemoveInfo,
     RemoveSubscriptionInfo,
+    SendMessage,
 )
 from dovecote.core.destinations import Destination, DestinationType, destination_matches, topic
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId
@@ -87,6 +88,11 @@ def consumer_topic(destination: Destination) -> Destination:
 def producer_topic(destination: Destination) -> Destination:
     kind = "Queue." if destination.is_queue else "Topic."
     return topic(PREFIX + "Producer." + kind + destination.name.replace(",", "&sbquo;"))
+
+
+def no_consumer_topic(destination: Destination) -> Destination:
+    kind = "Queue." if destination.is_queue else "Topic."
+    return topic(PREFIX + "NoConsumer." + kind + destination.name)
 
 
 def expired_topic(destination: Destination) -> Destination:
@@ -301,3 +307,31 @@ def _without_body(message: Message) -> Message:
     """A message as an advisory carries it: its body cleared (ActiveMQ's default,
     includeBodyForAdvisory false)."""
     return replace(message, body=b"", data_structure=None)
+
+
+class NoConsumerAdvisories(BrokerPlugin):
+    """ActiveMQ's ``sendAdvisoryIfNoConsumers`` (a destination policy flag, off by
+    default): a non-persistent message sent to a destination that has no consumer is copied,
+    body and all, to ``ActiveMQ.Advisory.NoConsumer.Queue.X`` (``.Topic.X``). It looks at
+    every send, so the broker has it only when a policy entry turns the flag on."""
+
+    name: ClassVar[str] = "no-consumer-advisories"
+    intercepts_sends: ClassVar[bool] = True
+
+    async def start(self, broker: PluginHost) -> None:
+        self.broker = broker
+
+    async def on_send(self, state: ConnectionState | None, command: SendMessage) -> bool:
+        message = command.message
+        if message.persistent:
+            return False
+        policies = self.broker.settings.policies
+        for part in message.destination.components():
+            if (
+                not (part.is_topic and is_advisory(part))
+                and policies.for_destination(part).send_advisory_if_no_consumers
+                and self.broker.query.consumer_count(part) == 0
+            ):
+                copy = replace(message, destination=no_consumer_topic(part))
+                await self.broker.deliver([copy])
+        return False  # (the message itself is routed as ever)

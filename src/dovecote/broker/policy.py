@@ -84,6 +84,9 @@ class DestinationPolicy:
     alone and paged in a window at a time, or their bodies in the temp store), so a
     persistent backlog is bounded by the store, not by memory. False is ActiveMQ's
     vmQueueCursor: every message stays in memory and producers wait at the limit."""
+    send_advisory_if_no_consumers: bool = False
+    """ActiveMQ's sendAdvisoryIfNoConsumers: non-persistent messages sent while nobody
+    consumes are copied to ActiveMQ.Advisory.NoConsumer.* (broker/advisories.py)."""
     queue_prefetch: int = QUEUE_PREFETCH
     queue_browser_prefetch: int = QUEUE_BROWSER_PREFETCH
     topic_prefetch: int = TOPIC_PREFETCH

@@ -217,6 +217,8 @@ class PolicyEntry(Section, frozen=True):
     pending_queue_cursor: Literal["store", "vm"] = "store"
     """store (ActiveMQ's default): past 70% of the memory limit, persistent messages wait
     out of memory and producers go on; vm: all stay in memory, producers wait at the limit."""
+    send_advisory_if_no_consumers: bool = False
+    """ActiveMQ's sendAdvisoryIfNoConsumers (ActiveMQ.Advisory.NoConsumer.*)."""
     queue_prefetch: NonNegative = QUEUE_PREFETCH
     queue_browser_prefetch: NonNegative = QUEUE_BROWSER_PREFETCH
     topic_prefetch: NonNegative = TOPIC_PREFETCH
@@ -244,6 +246,7 @@ class PolicyEntry(Section, frozen=True):
             memory_limit=self.memory_limit,
             producer_flow_control=self.producer_flow_control,
             store_cursor=self.pending_queue_cursor == "store",
+            send_advisory_if_no_consumers=self.send_advisory_if_no_consumers,
             queue_prefetch=self.queue_prefetch,
             queue_browser_prefetch=self.queue_browser_prefetch,
             topic_prefetch=self.topic_prefetch,

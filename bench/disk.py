@@ -24,6 +24,7 @@ APPEND_BYTES = 1100
 """A 1 KiB message as a journal record (headers, properties, framing): about what dovecote
 appends per persistent 1 KiB STOMP send (the issue's "synced 1.1 KB append")."""
 APPEND_SECONDS = 3.0
+PREALLOCATED_BYTES = 32 << 20
 
 PROBE_BYTES = 64 << 20
 PROBE_SYNC_EVERY = 2 << 20
@@ -50,16 +51,18 @@ def synced_write_mb_s(directory: Path, total: int = PROBE_BYTES) -> float:
 def synced_appends_per_s(
     directory: Path, size: int = APPEND_BYTES, seconds: float = APPEND_SECONDS
 ) -> float:
-    """Append ``size`` bytes to a new file in ``directory`` and fsync, again and again for
-    ``seconds``: what a lone synchronous producer's broker could do at best, each send a
-    synced append of its own with no other work (the disk's rate, not the CPU's)."""
+    """Append ``size`` bytes and fsync, again and again for ``seconds``, into a file
+    preallocated first as the journal's data files are (so no append grows the file): what
+    a lone synchronous producer's broker could do at best, each send a synced append of its
+    own with no other work (the disk's rate, not the CPU's)."""
     record = os.urandom(size)
     fd, name = tempfile.mkstemp(dir=directory, prefix="disk-appends-")
     try:
+        os.posix_fallocate(fd, 0, PREALLOCATED_BYTES)
         appends = 0
         started = time.perf_counter()
         while (elapsed := time.perf_counter() - started) < seconds:
-            os.write(fd, record)
+            os.pwrite(fd, record, (appends * size) % (PREALLOCATED_BYTES - size))
             os.fsync(fd)
             appends += 1
         return appends / elapsed

@@ -7,6 +7,8 @@ catches up."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -165,3 +167,45 @@ def test_kill_9_of_the_master_under_load_loses_nothing_and_the_old_master_rejoin
         replication = master.replication()
         assert replication is not None
         assert replication["master"] == f"127.0.0.1:{new_master.replication_port}"
+
+
+JAVA_PROGRAM = Path(__file__).parents[1] / "java" / "FailoverLoad.java"
+
+
+def test_the_java_clients_failover_url_follows_the_master_it_kills_to_the_next(
+    zk: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """ActiveMQ's own Java client, failover:(...) over the three brokers: a producer and an
+    auto-acknowledging consumer across kill -9 of the master."""
+    if shutil.which("javac") is None:
+        pytest.skip("no javac")
+    from activemq import classpath  # Debian's ActiveMQ jars
+
+    classes = tmp_path / "classes"
+    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath(),
+                    str(JAVA_PROGRAM)], check=True, capture_output=True)  # fmt: skip
+    count = 400
+    with running_group(zk.address, tmp_path / "group") as brokers:
+        master = master_of(brokers)
+        java = subprocess.Popen(
+            ["java", "-cp", f"{classpath()}:{classes}", "FailoverLoad", failover_url(brokers),
+             "replicated.java", str(count), "20"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(java.stdout or ()), daemon=True)
+        reader.start()
+        try:
+            wait_for(lambda: sum(x.startswith("sent: ") for x in lines) >= 100, 60, "100 sent")
+            master.kill()
+            java.wait(timeout=120)
+        finally:
+            if java.poll() is None:
+                java.kill()
+        reader.join(10)
+    sent = {x.split(": ", 1)[1].strip() for x in lines if x.startswith("sent: ")}
+    received = [x.split(": ", 1)[1].strip() for x in lines if x.startswith("received: ")]
+    refused = [x for x in lines if x.startswith("refused: ")]
+    assert len(sent) + len(refused) == count and len(sent) > count // 2, "".join(lines[-20:])
+    assert sent <= set(received), f"lost: {sorted(sent - set(received))[:10]}"
+    assert len(received) == len(set(received)), "a message handed to the application twice"

@@ -1,7 +1,7 @@
-"""A bridge's store and forward across a kill -9 (SPEC N1): persistent queue messages
-moving from dovecote to a real ActiveMQ 5.17 while either side is killed and restarted
-arrive all, none twice (the forwarding broker acks its copy only once the receiving broker
-answered; the receiver drops what it already has)."""
+"""A bridge's store and forward across a kill -9 (compatibility N1): persistent queue
+messages moving from dovecote to a real ActiveMQ 5.17 while either side is killed and
+restarted arrive all, none twice (the forwarding broker acks its copy only once the
+receiving broker answered; the receiver drops what it already has)."""
 
 from __future__ import annotations
 

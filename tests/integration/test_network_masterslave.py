@@ -1,7 +1,7 @@
 """A ``masterslave:`` network connector following a real shared-store master/slave pair
-(SPEC N2): two dovecote brokers on one journal directory, the second waiting on its lock;
-the master is killed with SIGKILL mid-stream, the slave takes the store, the connector
-bridges to it, and every persistent message arrives once."""
+(compatibility N2): two dovecote brokers on one journal directory, the second waiting on
+its lock; the master is killed with SIGKILL mid-stream, the slave takes the store, the
+connector bridges to it, and every persistent message arrives once."""
 
 from __future__ import annotations
 

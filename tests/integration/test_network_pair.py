@@ -1,6 +1,6 @@
-"""dovecote bridged to dovecote (SPEC N1), each broker its own process on loopback: demand
-forwarding from consumer advisories, a line of three brokers with networkTTL, a consumer
-moving between brokers mid-stream."""
+"""dovecote bridged to dovecote (compatibility N1), each broker its own process on
+loopback: demand forwarding from consumer advisories, a line of three brokers with
+networkTTL, a consumer moving between brokers mid-stream."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""Networks of brokers (SPEC N1): network connectors and the bridges they keep."""
+"""Networks of brokers (compatibility N1): network connectors and the bridges they keep."""

@@ -167,6 +167,28 @@ async def test_a_slave_whose_master_dies_waits_for_the_next_election(
     assert stored_ids(replicas.stores["n2"]) == stored_ids(n1)
 
 
+async def test_the_status_says_each_role_position_and_replica(replicas: ReplicaSet) -> None:
+    master = await replicas.start()
+    await master.write([AddMessage(msg(i)) for i in range(3)])
+    await master.write([AddMessage(msg(3))])
+    await replicas.caught_up()
+    status = master.replication_status()
+    assert (status.role, status.node_id, status.master) == ("master", "n0", "n0")
+    assert status.position == 2  # (two groups)
+    assert status.address == master.replication_address and status.degraded is None
+    assert [(r.node_id, r.position, r.connected, r.lag) for r in status.replicas] == [
+        ("n1", 2, True, 0),
+        ("n2", 2, True, 0),
+    ]
+    slave = replicas.stores["n1"].replication_status()
+    assert (slave.role, slave.position, slave.master) == ("slave", 2, "n0")
+    assert [(r.node_id, r.connected) for r in slave.replicas] == [("n0", True), ("n2", False)]
+    await replicas.crash("n2")
+    await until(lambda: master.server is not None and master.server.connected == 1, "n2 gone")
+    status = master.replication_status()
+    assert [r.node_id for r in status.replicas] == ["n1"] and status.degraded is None
+
+
 # -- catching up ------------------------------------------------------------------------------
 
 

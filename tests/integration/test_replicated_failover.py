@@ -7,6 +7,7 @@ catches up."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -19,10 +20,11 @@ import pytest
 
 from brokergroup import caught_up, failover_url, listening, master_of, running_group, wait_for
 from dovecote.client import ConnectionFactory, JMSError, Message
-from zookeeper import ZooKeeperServer, running_zookeeper, zookeeper_available
+from zookeeper import ZooKeeperServer, running_ensemble, running_zookeeper, zookeeper_available
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(), reason="no ZooKeeper installed")
 QUEUE = "replicated.orders"
+LONG_CYCLES = 5
 
 
 @pytest.fixture(scope="module")
@@ -209,3 +211,46 @@ def test_the_java_clients_failover_url_follows_the_master_it_kills_to_the_next(
     assert len(sent) + len(refused) == count and len(sent) > count // 2, "".join(lines[-20:])
     assert sent <= set(received), f"lost: {sorted(sent - set(received))[:10]}"
     assert len(received) == len(set(received)), "a message handed to the application twice"
+
+
+@pytest.mark.skipif(not os.environ.get("DOVECOTE_LONG"), reason="long form: DOVECOTE_LONG=1")
+def test_long_repeated_kills_of_the_master_with_a_zookeeper_ensemble(tmp_path: Path) -> None:
+    """The long form: a ZooKeeper ensemble of three, and the master killed again and again
+    under load, each killed broker started again as a slave before the next kill."""
+    takeovers: list[float] = []
+    with (
+        running_ensemble(base=tmp_path / "zk") as ensemble,
+        running_group(ensemble.address, tmp_path / "group") as brokers,
+    ):
+        url = failover_url(brokers)
+        ledger, stop, stop_consuming = Ledger(), threading.Event(), threading.Event()
+        producers = [
+            threading.Thread(target=produce, args=(url, f"p{i}", ledger, stop)) for i in range(2)
+        ]
+        consumer = threading.Thread(target=consume, args=(url, ledger, stop_consuming))
+        for thread in [*producers, consumer]:
+            thread.start()
+        try:
+            for _ in range(LONG_CYCLES):
+                master = master_of(brokers)
+                for broker in brokers:
+                    if broker is not master:
+                        wait_for(lambda b=broker, m=master: caught_up(b, m), 60, "caught up")
+                before = len(ledger.sent)
+                wait_for(lambda n=before: len(ledger.sent) >= n + 100, 60, "100 more sent")
+                master.kill()
+                killed_at = time.monotonic()
+                master_of(brokers)
+                takeovers.append(time.monotonic() - killed_at)
+                master.start()
+        finally:
+            stop.set()
+            for thread in producers:
+                thread.join(60)
+        wait_for(lambda: ledger.sent <= set(ledger.received), 60, "every answered send received")
+        stop_consuming.set()
+        consumer.join(30)
+    print(f"\ntakeovers (s): {', '.join(f'{t:.2f}' for t in takeovers)}")
+    assert ledger.errors == []
+    twice = sorted({b for b in ledger.received if ledger.received.count(b) > 1})
+    assert twice == [], f"handed to the application twice: {twice}"

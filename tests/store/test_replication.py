@@ -47,6 +47,15 @@ def stored_ids(store: ReplicatedLevelDBStore) -> list[str]:
     return [m.message_id for m in store.recover().queues.get(Q, [])]
 
 
+def database(store: ReplicatedLevelDBStore) -> dict[bytes, bytes]:
+    """Every key of the store's LevelDB (but the disk probe's, which is each store's own)."""
+    snapshot = store.local.snapshot()
+    try:
+        return {bytes(k): bytes(v) for k, v in snapshot.iterator() if k != b"mprobe"}
+    finally:
+        snapshot.close()
+
+
 # -- the store contract, on a master with two slaves -------------------------------------------
 
 
@@ -201,7 +210,7 @@ async def test_a_late_slave_and_a_restarted_one_catch_up(
     replicas.launch("n2")
     await until(lambda: replicas.stores["n2"].role == "slave", "n2 a slave")
     await replicas.caught_up("n2")
-    assert stored_ids(replicas.stores["n2"]) == stored_ids(master)
+    assert database(replicas.stores["n2"]) == database(master)
     assert "following master n0 from position 0 (snapshot" in caplog.text
     # Restarted while writes go on: it takes the records it missed from the backlog.
     await replicas.stop("n2")
@@ -214,7 +223,33 @@ async def test_a_late_slave_and_a_restarted_one_catch_up(
     await replicas.caught_up("n2")
     expected = f"from position {stopped_at} (stream; it is at {stopped_at + 10})"
     assert f"following master n0 {expected}" in caplog.text
-    assert stored_ids(replicas.stores["n2"]) == stored_ids(master)
+    assert database(replicas.stores["n2"]) == database(master)
+
+
+async def test_a_slave_copied_while_writes_go_on_ends_with_the_masters_data(
+    replicas: ReplicaSet,
+) -> None:
+    master = await replicas.start(count=2)
+    await master.write([AddMessage(msg(i)) for i in range(500)])  # (a copy of some size)
+    stop = asyncio.Event()
+
+    async def producer(n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            await master.write([AddMessage(msg(n * 100_000 + i))])
+            if i % 3 == 2:  # removals too: the copy and the stream must agree on deletes
+                await master.write([RemoveMessage(Q, msg(n * 100_000 + i - 1).message_id)])
+            i += 1
+
+    producers = [asyncio.create_task(producer(n)) for n in (1, 2)]
+    n2 = replicas.launch("n2")
+    await until(lambda: n2.role == "slave" and n2.position > 0, "n2 copied")
+    started = master.position
+    await until(lambda: master.position > started + 50, "50 groups more")
+    stop.set()
+    await asyncio.gather(*producers)
+    await replicas.caught_up("n2")
+    assert database(n2) == database(master) and len(stored_ids(master)) > 500
 
 
 async def test_a_slave_behind_the_backlog_gets_a_copy(
@@ -234,7 +269,7 @@ async def test_a_slave_behind_the_backlog_gets_a_copy(
     await until(lambda: replicas.stores["n2"].role == "slave", "n2 a slave again")
     await replicas.caught_up("n2")
     assert "following master n0 from position 1 (snapshot; it is at 96)" in caplog.text
-    assert stored_ids(replicas.stores["n2"]) == stored_ids(master)
+    assert database(replicas.stores["n2"]) == database(master)
     assert len(stored_ids(master)) == 100
 
 
@@ -249,7 +284,7 @@ async def test_an_old_master_with_groups_nobody_got_is_copied_over(
     await successor.write([AddMessage(msg(3))])
     # What a master that died mid-group leaves: a group on its disk that no slave got,
     # at the position the next master then used for another.
-    local = LevelDBPersistenceAdapter(tmp := replicas.root / "n0")
+    local = LevelDBPersistenceAdapter(replicas.root / "n0")
     await local.start()
     position, epoch = read_position(local.get)
     local.apply({POSITION_KEY: POSITION.pack(position + 1, epoch), b"zstray": b"x"}, sync=True)
@@ -258,7 +293,7 @@ async def test_an_old_master_with_groups_nobody_got_is_copied_over(
     await until(lambda: replicas.stores["n0"].role == "slave", "n0 back as a slave")
     await replicas.caught_up("n0")
     n0 = replicas.stores["n0"]
-    assert n0.local.get(b"zstray") is None and tmp.exists()
+    assert n0.local.get(b"zstray") is None and database(n0) == database(successor)
     assert stored_ids(n0) == stored_ids(successor) == [msg(i).message_id for i in range(4)]
 
 

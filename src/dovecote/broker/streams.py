@@ -37,7 +37,8 @@ The requests are answered by ``StreamPlugin``, a broker plugin (on unless ``[bro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import ClassVar
 
@@ -49,6 +50,7 @@ from dovecote.core.message import BodyType, Message, PropertyValue
 from dovecote.core.stream_blocks import DEFAULT_BLOCK_BYTES, cut_blocks, encode_block
 from dovecote.protocol.openwire.converter import BROKER_PATH_PROPERTY
 
+Deliver = Callable[[Sequence[Message]], Awaitable[None]]
 STREAM_PREFIX = "dovecote.Stream."
 SEQUENCE_PROPERTY = "dovecoteSequence"
 DESTINATION_PROPERTY = "dovecoteDestination"
@@ -129,10 +131,13 @@ class StreamPlugin(AnsweringPlugin):
     request_prefixes: ClassVar[tuple[str, ...]] = (STREAM_PREFIX,)
 
     async def on_request(self, state: ConnectionState, message: Message) -> None:
-        await self.broker.deliver(await self.answer(message))
+        await self.broker.deliver(await self.answer(message, self.broker.deliver))
 
-    async def answer(self, request: Message) -> list[Message]:
-        """Answer one stream request; errors become a reply with an ``error`` entry."""
+    async def answer(self, request: Message, deliver: Deliver | None = None) -> list[Message]:
+        """Answer one stream request; errors become a reply with an ``error`` entry. With
+        ``deliver``, the blocks a ``Blocks`` request reads are given to it as they are made
+        (the rest is returned): the reader decodes one while the next is made, and the
+        requests of a batch's other partitions take turns with this one."""
         name = request.destination.name[len(STREAM_PREFIX) :]
         verb, _, target_name = name.partition(".")
         make = queue if request.destination.is_queue else topic
@@ -146,7 +151,8 @@ class StreamPlugin(AnsweringPlugin):
                 case "Range":
                     return [*await self._range(request, target), self._end_marker(request)]
                 case "Blocks":
-                    return [*await self._blocks(request, target), self._end_marker(request)]
+                    blocks = await self._blocks(request, target, deliver)
+                    return [*blocks, self._end_marker(request)]
                 case "Commit":
                     return [self._map_reply(request, await self._commit(request, target))]
                 case _:
@@ -180,10 +186,18 @@ class StreamPlugin(AnsweringPlugin):
         assert request.reply_to is not None
         return [_copy(m, request.reply_to) for m in await self._held(request, target)]
 
-    async def _blocks(self, request: Message, target: Destination) -> list[Message]:
+    async def _blocks(
+        self, request: Message, target: Destination, deliver: Deliver | None
+    ) -> list[Message]:
         block_bytes = max(1, _int(request.properties, "blockBytes", DEFAULT_BLOCK_BYTES))
         held = await self._held(request, target)
-        return [self._block(request, run) for run in cut_blocks(held, block_bytes)]
+        runs = cut_blocks(held, block_bytes)
+        if deliver is None:
+            return [self._block(request, run) for run in runs]
+        for run in runs:
+            await deliver([self._block(request, run)])
+            await asyncio.sleep(0)  # (the loop's turn: writes, other requests)
+        return []
 
     def _block(self, request: Message, run: Sequence[Message]) -> Message:
         body = encode_block(run, HIDDEN_IN_BLOCKS)

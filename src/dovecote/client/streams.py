@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from dovecote.client.connection import Connection, ConnectionFactory, Message
 from dovecote.client.transport import JMSError, TransportClosedError
 from dovecote.core.destinations import Destination
+from dovecote.core.stream_blocks import last_sequence
 
 REPLY_WAIT_S = 30.0
 RETRY_FOR_S = 120.0
@@ -85,15 +86,20 @@ class StreamClient:
                     self._connect()  # (a reconnect that failed is tried again here)
                 return request()
             except (JMSError, TransportClosedError, OSError) as exc:
-                if time.monotonic() + delay > deadline or _is_refusal(exc):
-                    raise
-                log.warning("stream request failed (%s); reconnecting in %.1fs", exc, delay)
-                if self.connection is not None:
-                    with contextlib.suppress(Exception):
-                        self.connection.close()
-                    self.connection = None
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                delay = self._again_after(exc, deadline, delay)
+
+    def _again_after(self, exc: Exception, deadline: float, delay: float) -> float:
+        """After a failed request: raise it when it was refused or time is up, else drop
+        the connection, wait ``delay`` and return the next delay."""
+        if time.monotonic() + delay > deadline or _is_refusal(exc):
+            raise exc
+        log.warning("stream request failed (%s); reconnecting in %.1fs", exc, delay)
+        if self.connection is not None:
+            with contextlib.suppress(Exception):
+                self.connection.close()
+            self.connection = None
+        time.sleep(delay)
+        return min(delay * 2, 2.0)
 
     def close(self) -> None:
         if self.connection is not None:
@@ -185,6 +191,26 @@ class StreamClient:
             return got
 
         return self._retrying(read_range)
+
+    def iter_blocks(self, after: int, up_to: int, block_bytes: int = 0) -> Iterator[bytes]:
+        """The same blocks as ``read_blocks``, each handed out as it arrives (the caller
+        works on one while the broker makes the next). Across a reconnect the range goes on
+        after the last sequence number handed out: never a message twice."""
+        deadline = time.monotonic() + self.retry_for_s
+        delay = 0.1
+        sizing = {"blockBytes": block_bytes} if block_bytes else {}
+        while True:
+            try:
+                if self.connection is None:
+                    self._connect()
+                for reply in self._ask("Blocks", after=after, upTo=up_to, **sizing):
+                    if reply.properties.get(END):
+                        return
+                    assert isinstance(reply.body, bytes)
+                    after = max(after, last_sequence(reply.body))
+                    yield reply.body
+            except (JMSError, TransportClosedError, OSError) as exc:
+                delay = self._again_after(exc, deadline, delay)
 
     def commit(self, up_to: int) -> int:
         """Remove everything up to ``up_to``; returns how many messages that removed."""

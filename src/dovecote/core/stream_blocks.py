@@ -126,6 +126,20 @@ def encode_block(messages: Sequence[Message], hidden: frozenset[str] = frozenset
     return b"".join(parts)
 
 
+def last_sequence(block: bytes) -> int:
+    """The sequence number of a block's last message (0 for an empty block): where a read
+    interrupted after it goes on."""
+    magic, count, _, k = HEADER.unpack_from(block)
+    if magic != MAGIC or k != len(BUFFERS):
+        raise ValueError("not a dovecote stream block (or one of another version)")
+    if count == 0:
+        return 0
+    start = HEADER.size + 8 * k
+    start += _pad(start)  # the sequence column is the first buffer
+    value: int = struct.unpack_from("<q", block, start + 8 * (count - 1))[0]
+    return value
+
+
 def cut_blocks(messages: Sequence[Message], block_bytes: int) -> list[Sequence[Message]]:
     """``messages`` in runs of about ``block_bytes`` of body each (at least one message)."""
     runs: list[Sequence[Message]] = []

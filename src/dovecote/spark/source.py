@@ -206,13 +206,13 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [SequenceRange(lo, hi) for lo, hi in pairwise(plan.bounds) if hi > lo]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        # The range in a few columnar blocks, each one record batch (no object per message).
+        # The range in a few columnar blocks, each one record batch (no object per message),
+        # handed to Spark as it arrives while the broker makes the next.
         assert isinstance(partition, SequenceRange)
-        with self._new_client() as stream:
-            blocks = stream.read_blocks(partition.after, partition.up_to)
         schema = to_arrow_schema(self.schema, timezone="UTC")
-        for block in blocks:
-            yield record_batch(block, schema)
+        with self._new_client() as stream:
+            for block in stream.iter_blocks(partition.after, partition.up_to):
+                yield record_batch(block, schema)
 
     def commit(self, end: dict[str, int]) -> None:
         # Removing a batch (a durable write on the broker) need not hold up planning the next

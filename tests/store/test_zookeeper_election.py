@@ -198,3 +198,20 @@ async def test_a_restarted_zookeeper_keeps_the_group(zk: ZooKeeperServer) -> Non
         await asyncio.to_thread(zk.start)
         await until(lambda: sorted(kinds(nodes).values()) == ["master", "slave"], timeout=15,
                     what="a master and a slave again")  # fmt: skip
+
+
+async def test_a_registration_whose_answer_was_lost_is_not_a_second_member(
+    zk: ZooKeeperServer,
+) -> None:
+    """A create whose answer the connection lost may have been done: registering again
+    finds this session's znode instead of making a second member (which would count
+    towards a quorum)."""
+    async with group(zk, "/elect/orphan", {"a": 1}) as nodes:
+        coordinator = nodes["a"].coordinator
+        name = coordinator._name
+        coordinator._name = None  # as after a create whose answer was lost
+        coordinator._poke()
+        await until(lambda: coordinator._name is not None, what="registered again")
+        assert coordinator._name == name
+        await asyncio.sleep(0.3)
+        assert [m.node_id for m in coordinator.members()] == ["a"]

@@ -286,6 +286,13 @@ class ZooKeeperCoordinator:
         await _future(loop, client.ensure_path_async(self._path))
         async with self._writing:
             self._master = False
+            if orphans := await self._own_znodes():
+                # A create whose answer the connection lost may have been done: this
+                # session's znode is ours, not a second member.
+                self._name = orphans[0]
+                await self._publish_unlocked()
+                log.info("registered in %s as %s (%s)", self._path, self._name, self._me.node_id)
+                return
             created = await _future(
                 loop,
                 client.create_async(
@@ -296,6 +303,21 @@ class ZooKeeperCoordinator:
             self._published_at = time.monotonic()
         self._name = created.rsplit("/", 1)[1]
         log.info("registered in %s as %s (%s)", self._path, self._name, self._me.node_id)
+
+    async def _own_znodes(self) -> list[str]:
+        """Members' znodes this session owns (after a lost answer to a create)."""
+        assert self._loop is not None
+        session_id = self._client.client_id[0] if self._client.client_id else None
+        names = await _future(self._loop, self._client.get_children_async(self._path))
+        stats = await asyncio.gather(*(
+            _future(self._loop, self._client.exists_async(f"{self._path}/{name}"))
+            for name in names if name.startswith(MEMBER_PREFIX)
+        ))  # fmt: skip
+        members = [n for n in names if n.startswith(MEMBER_PREFIX)]
+        return sorted(
+            name for name, stat in zip(members, stats, strict=True)
+            if stat is not None and stat.ephemeralOwner == session_id
+        )  # fmt: skip
 
     async def _read(self, names: list[str]) -> list[_Registration]:
         assert self._loop is not None
@@ -371,11 +393,15 @@ class ZooKeeperCoordinator:
         if not self._connected or self._name is None:
             return
         async with self._writing:
-            if self._name is None:
-                return
-            data = _encode(replace(self._me, master=self._master))
-            await _future(self._loop, self._client.set_async(f"{self._path}/{self._name}", data))
-            self._published_at = time.monotonic()
+            await self._publish_unlocked()
+
+    async def _publish_unlocked(self) -> None:
+        assert self._loop is not None and self._me is not None
+        if self._name is None:
+            return
+        data = _encode(replace(self._me, master=self._master))
+        await _future(self._loop, self._client.set_async(f"{self._path}/{self._name}", data))
+        self._published_at = time.monotonic()
 
 
 def _same(a: Role, b: Role) -> bool:

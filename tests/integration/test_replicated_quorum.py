@@ -6,6 +6,7 @@ master) and, restarted, the group elects a master again with every message it he
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -109,3 +110,27 @@ def test_zookeeper_restarted_the_group_elects_a_master_again_with_every_message(
         print(f"\nZooKeeper restarted: a master serves again after "
               f"{time.monotonic() - restarted:.2f}s")  # fmt: skip
         assert sorted(backlog(new_master)) == sorted(bodies)
+
+
+@pytest.mark.skipif(not os.environ.get("DOVECOTE_LONG"), reason="long form: DOVECOTE_LONG=1")
+def test_long_a_master_paused_past_its_session_is_replaced_and_rejoins_as_a_slave(
+    zk: ZooKeeperServer, tmp_path: Path
+) -> None:
+    with running_group(zk.address, tmp_path) as brokers:
+        master = master_of(brokers)
+        others = [b for b in brokers if b is not master]
+        for broker in others:
+            broker.wait_role("slave")
+        bodies = [f"before-pause-{i}" for i in range(10)]
+        assert [send(master, b).command for b in bodies] == ["RECEIPT"] * 10
+        master.signal(signal.SIGSTOP)
+        try:
+            new_master = master_of(others)
+        finally:
+            master.signal(signal.SIGCONT)
+        # Resumed, it finds its session expired: it stops serving and follows the new one.
+        master.wait_role("slave")
+        assert not listening(master.stomp_port)
+        wait_for(lambda: caught_up(master, new_master), 30, "the old master caught up")
+        assert send(new_master, "after").command == "RECEIPT"
+        assert sorted(backlog(new_master)) == sorted([*bodies, "after"])

@@ -23,8 +23,10 @@ async def settle_ack(
 ) -> Queue | TopicSubscription | None:
     """Apply an ack; the origin whose consumer it made room for (to dispatch next)."""
     consumer, origin = record.consumer, record.origin
-    if origin is None:
-        return None  # browsers consume nothing
+    if origin is None:  # a browser: its acks consume nothing, they make room for more
+        if consumer.browse is not None:
+            consumer.browse.acked(ack)
+        return None
     entries = consumer.acked_entries(ack)
     match ack.ack_type:
         case AckType.DELIVERED:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from dovecote.broker import durables
 from dovecote.broker.connection import ConnectionState, ConsumerRecord, Origin
-from dovecote.broker.consumer import Consumer, Entry, handed_over, release_all
+from dovecote.broker.consumer import Browse, Consumer, Entry, handed_over, release_all
 from dovecote.broker.deadletters import DeadLetters
 from dovecote.broker.queue import Queue
 from dovecote.broker.regions import Regions
 from dovecote.broker.topic import TopicSubscription, pending_limit
-from dovecote.core.commands import MessageDispatch
 from dovecote.core.errors import BrokerError
 
 
@@ -39,16 +38,13 @@ async def attach(regions: Regions, state: ConnectionState, consumer: Consumer) -
 
 
 def browse(regions: Regions, consumer: Consumer) -> None:
-    """A queue browser gets what the queue holds now (not expired, matching its selector),
-    then the end of the browse."""
+    """A queue browser gets what the queue holds (not expired, matching its selector), a
+    prefetch's worth at a time, then the end of the browse."""
     destination = consumer.info.destination
     queue = regions.queues.get(destination) if destination.is_queue else None
-    if queue is not None:
-        now = regions.clock()
-        for message in regions.paging.browse(queue):
-            if not message.is_expired(now) and consumer.matches(message):
-                consumer.sink(MessageDispatch(consumer.info.consumer_id, message))
-    consumer.sink(MessageDispatch(consumer.info.consumer_id, None))
+    messages = regions.paging.browse(queue) if queue is not None else iter(())
+    walk = consumer.browse = Browse(consumer, messages, regions.clock)
+    walk.pump()
 
 
 def detach(

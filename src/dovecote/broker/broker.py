@@ -430,7 +430,7 @@ class Broker:
         for consumer_id in state.consumers:
             record = self._consumers.get(consumer_id)
             if record is not None and record.consumer.unwritten:
-                record.consumer.unwritten = 0
+                record.consumer.written()
                 origin = record.origin
                 # Only where something waits: a lone consumer keeping up empties its queue
                 # with every message, and a task to find nothing was most of this.

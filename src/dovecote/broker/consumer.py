@@ -8,7 +8,7 @@ the destination takes it back (SPEC C2, C4, R1).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
 from dovecote.broker.usage import TempStore, Usage
@@ -105,8 +105,8 @@ def release_all(entries: Iterable[Entry]) -> None:
 
 class Consumer:
     __slots__ = (
-        "_deleted", "_freed", "inflight", "info", "pulls", "selector", "sink", "takes_all",
-        "unwritten",
+        "_deleted", "_freed", "browse", "inflight", "info", "pulls", "selector", "sink",
+        "takes_all", "unwritten",
     )  # fmt: skip
 
     def __init__(self, info: ConsumerInfo, sink: DispatchSink) -> None:
@@ -128,6 +128,8 @@ class Consumer:
         """Auto-acked deliveries the connection has not yet handed to its socket: they fill
         the prefetch window like unacked ones, so that a slow reader holds the dispatch back
         instead of the broker queueing a whole backlog in its write buffer."""
+        self.browse: Browse | None = None
+        """Set for a queue browser: what it has still to be sent."""
 
     @property
     def room(self) -> int:
@@ -135,6 +137,13 @@ class Consumer:
         if self.info.prefetch_size <= 0:
             return 1 if self.pulls > 0 else 0
         return self.info.prefetch_size - (len(self.inflight) - self._freed) - self.unwritten
+
+    def written(self) -> None:
+        """Its connection handed what it was given to the socket: the auto-acked deliveries
+        leave the window (a browser's walk goes on)."""
+        self.unwritten = 0
+        if self.browse is not None:
+            self.browse.pump()
 
     def matches(self, message: Message) -> bool:
         if self.info.no_local and message.connection_id == str(self.info.consumer_id.connection_id):
@@ -228,6 +237,62 @@ class Consumer:
         for entry in taken:
             entry.window_freed = False
         return taken
+
+
+class Browse:
+    """A queue browser's walk over what its queue holds, sent a prefetch's worth at a time
+    as the browser acknowledges what it read (ActiveMQ's QueueBrowserSubscription), so a
+    browser of a long queue never has the whole queue in the connection's write buffer; the
+    end of the browse (a dispatch without a message) follows the last message."""
+
+    __slots__ = ("_clock", "_consumer", "_messages", "_unacked", "done")
+
+    def __init__(
+        self, consumer: Consumer, messages: Iterator[Message], clock: Callable[[], int]
+    ) -> None:
+        self._consumer = consumer
+        self._messages = messages
+        self._clock = clock
+        self._unacked: dict[str, None] = {}
+        """Ids of the messages sent and not yet acknowledged, in the order sent."""
+        self.done = False
+
+    def acked(self, ack: MessageAck) -> None:
+        """The browser read these: the window opens (its acks consume nothing)."""
+        unacked = self._unacked
+        last_id = ack.last_message_id
+        if ack.ack_type in (AckType.STANDARD, AckType.DELIVERED) and last_id in unacked:
+            while unacked:  # cumulative: everything sent up to and including last_id
+                message_id = next(iter(unacked))
+                del unacked[message_id]
+                if message_id == last_id:
+                    break
+        else:
+            unacked.pop(last_id, None)
+        self.pump()
+
+    def pump(self) -> None:
+        """Send what the browser has room for; the end once there is nothing left."""
+        consumer = self._consumer
+        info = consumer.info
+        prefetch = info.prefetch_size
+        now = self._clock()
+        while not self.done:
+            in_window = consumer.unwritten if info.auto_ack else len(self._unacked)
+            if 0 < prefetch <= in_window:
+                return
+            message = next(self._messages, None)
+            if message is None:
+                self.done = True
+                consumer.sink(MessageDispatch(info.consumer_id, None))
+                return
+            if message.is_expired(now) or not consumer.matches(message):
+                continue
+            if info.auto_ack:
+                consumer.unwritten += 1
+            else:
+                self._unacked[message.message_id] = None
+            consumer.sink(MessageDispatch(info.consumer_id, message))
 
 
 def handed_over(

@@ -89,11 +89,11 @@ READ_STRAIGHT = {
         redeliveryCounter=-7,
     ),
     "sequence past the short integers": message(messageId=message_id(2**62 + 3)),
-}
-GENERAL_PATH = {
-    "response wanted": message(responseRequired=True),
     "in a transaction": message(transactionId=Structure(t.LOCAL_TRANSACTION_ID, {
         "connectionId": Structure(t.CONNECTION_ID, {"value": "ID:c"}), "value": 3})),
+}  # fmt: skip
+GENERAL_PATH = {
+    "response wanted": message(responseRequired=True),
     "compressed": message(compressed=True),
     "broker path": message(brokerPath=[Structure(t.BROKER_ID, {"value": "b"})]),
     "cluster": message(cluster=[Structure(t.BROKER_ID, {"value": "b"})]),
@@ -104,6 +104,8 @@ GENERAL_PATH = {
     "target consumer": message(targetConsumerId=Structure(t.CONSUMER_ID, {
         "connectionId": "c", "sessionId": 1, "value": 1})),
     "blob": message(t.BLOB_MESSAGE),
+    "in an XA transaction": message(transactionId=Structure(t.XA_TRANSACTION_ID, {
+        "formatId": 1, "globalTransactionId": b"g", "branchQualifier": b"b"})),
 }  # fmt: skip
 
 

@@ -1,9 +1,9 @@
 """Three dovecote brokers as processes on one replicated LevelDB store and one real ZooKeeper
 (issue 35): one master serves the clients; kill -9 of the master under load from failover
-producers and an auto-acknowledging consumer (our client's failover: URL over the three)
-loses no message whose send was answered and hands none to the application twice; the time
-a slave takes to take over is measured and printed; the old master comes back as a slave and
-catches up."""
+producers and an auto-acknowledging consumer (our client's failover: URL over the three,
+and ActiveMQ's Java client's failover:(...) beside it) loses no message whose send was
+answered and hands none to the application twice; the time a slave takes to take over is
+measured and printed; the old master comes back as a slave and catches up."""
 
 from __future__ import annotations
 
@@ -119,6 +119,52 @@ def consume(url: str, ledger: Ledger, stop: threading.Event) -> None:
         connection.close()
 
 
+JAVA_PROGRAM = Path(__file__).parents[1] / "java" / "FailoverLoad.java"
+JAVA_COUNT = 1000
+
+
+class JavaLoad:
+    """ActiveMQ's own Java client on the same failover:(...) URL: tests/java/FailoverLoad.java,
+    a producer and an auto-acknowledging consumer; its lines say what was answered and what
+    was received."""
+
+    def __init__(self, classes: Path, url: str) -> None:
+        from activemq import classpath  # Debian's ActiveMQ jars
+
+        subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath(),
+                        str(JAVA_PROGRAM)], check=True, capture_output=True)  # fmt: skip
+        self.process = subprocess.Popen(
+            ["java", "-cp", f"{classpath()}:{classes}", "FailoverLoad", url, "replicated.java",
+             str(JAVA_COUNT), "20"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        self.lines.extend(self.process.stdout)
+
+    def said(self, what: str) -> list[str]:
+        return [x.split(": ", 1)[1].split()[0] for x in self.lines if x.startswith(what + ": ")]
+
+    def finish(self) -> None:
+        try:
+            self.process.wait(timeout=120)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+        self._reader.join(10)
+
+    def check(self) -> None:
+        sent, received = set(self.said("sent")), self.said("received")
+        tail = "".join(self.lines[-10:])
+        assert len(sent) + len(self.said("refused")) == JAVA_COUNT, tail
+        assert sent <= set(received), f"Java: lost {sorted(sent - set(received))[:10]}"
+        assert len(received) == len(set(received)), "Java: a message handed twice"
+
+
 def test_kill_9_of_the_master_under_load_loses_nothing_and_the_old_master_rejoins(
     zk: ZooKeeperServer, tmp_path: Path
 ) -> None:
@@ -132,8 +178,11 @@ def test_kill_9_of_the_master_under_load_loses_nothing_and_the_old_master_rejoin
         consumer = threading.Thread(target=consume, args=(url, ledger, stop_consuming))
         for thread in [*producers, consumer]:
             thread.start()
+        java = JavaLoad(tmp_path / "classes", url) if shutil.which("javac") else None
         try:
             wait_for(lambda: len(ledger.received) >= 150, 30, "150 received before the kill")
+            if java is not None:
+                wait_for(lambda: len(java.said("sent")) >= 50, 30, "the Java client sends")
             before = len(ledger.sent_at)
             master.kill()
             killed_at = time.monotonic()
@@ -158,6 +207,9 @@ def test_kill_9_of_the_master_under_load_loses_nothing_and_the_old_master_rejoin
             time.sleep(0.1)
         stop_consuming.set()
         consumer.join(30)
+        if java is not None:
+            java.finish()
+            java.check()
         assert ledger.errors == []
         twice = sorted({b for b in ledger.received if ledger.received.count(b) > 1})
         assert twice == [], f"handed to the application twice: {twice}"
@@ -169,48 +221,6 @@ def test_kill_9_of_the_master_under_load_loses_nothing_and_the_old_master_rejoin
         replication = master.replication()
         assert replication is not None
         assert replication["master"] == f"127.0.0.1:{new_master.replication_port}"
-
-
-JAVA_PROGRAM = Path(__file__).parents[1] / "java" / "FailoverLoad.java"
-
-
-def test_the_java_clients_failover_url_follows_the_master_it_kills_to_the_next(
-    zk: ZooKeeperServer, tmp_path: Path
-) -> None:
-    """ActiveMQ's own Java client, failover:(...) over the three brokers: a producer and an
-    auto-acknowledging consumer across kill -9 of the master."""
-    if shutil.which("javac") is None:
-        pytest.skip("no javac")
-    from activemq import classpath  # Debian's ActiveMQ jars
-
-    classes = tmp_path / "classes"
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath(),
-                    str(JAVA_PROGRAM)], check=True, capture_output=True)  # fmt: skip
-    count = 400
-    with running_group(zk.address, tmp_path / "group") as brokers:
-        master = master_of(brokers)
-        java = subprocess.Popen(
-            ["java", "-cp", f"{classpath()}:{classes}", "FailoverLoad", failover_url(brokers),
-             "replicated.java", str(count), "20"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.extend(java.stdout or ()), daemon=True)
-        reader.start()
-        try:
-            wait_for(lambda: sum(x.startswith("sent: ") for x in lines) >= 100, 60, "100 sent")
-            master.kill()
-            java.wait(timeout=120)
-        finally:
-            if java.poll() is None:
-                java.kill()
-        reader.join(10)
-    sent = {x.split(": ", 1)[1].strip() for x in lines if x.startswith("sent: ")}
-    received = [x.split(": ", 1)[1].strip() for x in lines if x.startswith("received: ")]
-    refused = [x for x in lines if x.startswith("refused: ")]
-    assert len(sent) + len(refused) == count and len(sent) > count // 2, "".join(lines[-20:])
-    assert sent <= set(received), f"lost: {sorted(sent - set(received))[:10]}"
-    assert len(received) == len(set(received)), "a message handed to the application twice"
 
 
 @pytest.mark.skipif(not os.environ.get("DOVECOTE_LONG"), reason="long form: DOVECOTE_LONG=1")

@@ -204,8 +204,9 @@ class BrokerQuery:
             found.append(DestinationView(
                 destination, sum(len(s.pending) for s in subs) + inflight, stats.enqueued,
                 stats.dequeued, stats.dispatched, stats.expired, inflight,
-                sum(1 for s in subs if s.consumer is not None), producers.get(destination, 0),
-                memory.used, memory.limit,
+                # (a durable subscription counts while inactive too, as in ActiveMQ)
+                sum(1 for s in subs if s.consumer is not None or s.durable is not None),
+                producers.get(destination, 0), memory.used, memory.limit,
             ))  # fmt: skip
         found.sort(key=lambda s: (not s.destination.is_queue, s.destination.name))
         return found

@@ -20,6 +20,10 @@ from dovecote.core.records import pickle_by_fields
 PropertyValue = bool | int | float | str | bytes | None
 
 DEFAULT_PRIORITY: Final = 4
+BROKER_PATH_PROPERTY: Final = "dovecote.brokerPath"
+"""Where a message keeps its brokerPath (the brokers a network forwarded it through, by id,
+comma-separated): filled from the wire, put back on it, never shown to a client as a
+property."""
 _EMPTY: Final[Mapping[str, PropertyValue]] = MappingProxyType({})
 
 

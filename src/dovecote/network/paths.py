@@ -6,8 +6,7 @@ recovered with the message like any property.
 
 from __future__ import annotations
 
-from dovecote.core.message import Message
-from dovecote.protocol.openwire.converter import BROKER_PATH_PROPERTY
+from dovecote.core.message import BROKER_PATH_PROPERTY, Message
 
 __all__ = ["BROKER_PATH_PROPERTY", "broker_path", "without_path"]
 

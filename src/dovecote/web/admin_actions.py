@@ -30,7 +30,7 @@ from starlette.routing import Route
 from dovecote.broker.broker import Broker
 from dovecote.core.destinations import Destination, queue
 from dovecote.core.errors import BrokerError, UnknownSubscriptionError
-from dovecote.core.message import BodyType, Message
+from dovecote.core.message import BROKER_PATH_PROPERTY, BodyType, Message
 from dovecote.web import inputs
 
 RATE_SAMPLE_S = 5.0
@@ -64,7 +64,9 @@ def message_json(m: Message, full: bool = False) -> dict[str, object]:
         "correlation_id": m.correlation_id,
         "type": m.type,
         "properties": {
-            k: v if not isinstance(v, bytes) else v.hex() for k, v in m.properties.items()
+            k: v if not isinstance(v, bytes) else v.hex()
+            for k, v in m.properties.items()
+            if k != BROKER_PATH_PROPERTY  # the broker's own, as no client sees it
         },
         "body_size": len(m.body),
         "text": text,

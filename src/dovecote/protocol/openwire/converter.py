@@ -49,7 +49,7 @@ from dovecote.core.errors import (
     peer_error,
 )
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
-from dovecote.core.message import BodyType, Message
+from dovecote.core.message import BROKER_PATH_PROPERTY, BodyType, Message
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.codec import Structure, Throwable
 from dovecote.protocol.openwire.data_structures import data_structure
@@ -68,10 +68,6 @@ from dovecote.protocol.openwire.structures import (
 )
 
 MINIMUM_MESSAGE_SIZE: Final = 1024
-BROKER_PATH_PROPERTY: Final = "dovecote.brokerPath"
-"""Where a message keeps its brokerPath (the brokers a network forwarded it through, by id,
-comma-separated) in the core: filled from the wire, put back on it, never a client's
-property."""
 _ID_CACHE_SIZE: Final = 1024
 
 BODY_TYPES: Final = {

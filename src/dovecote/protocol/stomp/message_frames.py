@@ -7,8 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Final
 
 from dovecote.core.destinations import Destination
-from dovecote.core.message import Message, PropertyValue
-from dovecote.protocol.openwire.converter import BROKER_PATH_PROPERTY
+from dovecote.core.message import BROKER_PATH_PROPERTY, Message, PropertyValue
 from dovecote.protocol.stomp.frames import escape_header
 
 NameOf = Callable[[Destination], str]

@@ -133,8 +133,9 @@ class JournalPersistenceAdapter:
         self._catch_up_due = 0.0
         self._index_changed = True
         """The index moved since the last checkpoint (live counts change only then)."""
-        self._paging_record: tuple[Location, dict[int, Message]] | None = None
-        """The record ``read_queue`` decoded last, while pages are still read from it."""
+        self._paging_record: tuple[Location, dict[int, Message], int] | None = None
+        """The record ``read_queue`` decoded last (with its last seq), while pages are
+        still read from it."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -543,7 +544,7 @@ class JournalPersistenceAdapter:
                 self._forget_lost(where, seqs, why)
             if len(rows) < limit:
                 break
-        if self._paging_record is not None and position[1] > max(self._paging_record[1], default=0):
+        if self._paging_record is not None and position[1] > self._paging_record[2]:
             self._paging_record = None  # read to its end
         return QueuePage(messages, position, lost, lost_bytes)
 
@@ -556,7 +557,7 @@ class JournalPersistenceAdapter:
             return kept[1]
         assert self._files is not None
         adds = added_messages(self._files.read_payload(location))
-        self._paging_record = (location, adds)
+        self._paging_record = (location, adds, max(adds, default=0))
         return adds
 
     def _forget_lost(self, where: str, seqs: list[int], why: str) -> list[list[Any]]:

@@ -85,6 +85,12 @@ class GroupWriter(Generic[T]):
         that comes while it is busy is not lost)."""
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The writer's loop, once started (asking asyncio is a getpid() system call)."""
+        assert self._loop is not None
+        return self._loop
+
+    @property
     def degraded(self) -> str | None:
         return self.health.degraded
 
@@ -134,12 +140,18 @@ class GroupWriter(Generic[T]):
         self._pending.append((item, future))
         if urgent:
             self._urgent += 1
-            # The same task as the last urgent batch, and the writer idle: nobody else is
-            # writing now, so nobody would share the group. Written here and now (one fsync,
-            # the caller not suspended): the writer's wake and the caller's, two turns of
-            # the loop, cost a lone synchronous producer more than the rest of its send.
+            # The same task as the last urgent batch, the last group had only one, and the
+            # writer is idle: nobody else is writing, so nobody would share the group. Written
+            # here and now (one fsync, the caller not suspended): the writer's wake and the
+            # caller's, two turns of the loop, cost a lone sync producer more than the rest
+            # of its send. (Producers that share groups keep sharing them: the last group
+            # had several, or the last batch was another task's.)
             submitter = asyncio.current_task(loop)
-            alone = submitter is self._last_submitter and submitter is not None
+            alone = (
+                submitter is self._last_submitter
+                and submitter is not None
+                and self._last_urgent <= 1
+            )
             self._last_submitter = submitter
             if alone and self._idle() and self._write_alone():
                 return future

@@ -53,7 +53,7 @@ from dovecote.store.journal.records import (
     JournalOp,
     SequencedAdd,
     added_messages,
-    adds_to_store,
+    batch_adds,
     decode_batch,
     group_records,
     message_bytes,
@@ -91,10 +91,6 @@ def _adds(records: list[tuple[Location, list[JournalOp]]]) -> int:
     return sum(isinstance(op, SequencedAdd) for _, ops in records for op in ops)
 
 
-def _batch_adds(item: tuple[list[JournalOp], bool]) -> bool:
-    return adds_to_store(item[0])
-
-
 class StoreLockedError(Exception):
     pass
 
@@ -121,7 +117,7 @@ class JournalPersistenceAdapter:
         self._index: Index | None = None
         self._next_seq = 1
         self._writer = GroupWriter(
-            self._write_group, self._after_group, adds=_batch_adds, write_now=self._write_now
+            self._write_group, self._after_group, adds=batch_adds, write_now=self._write_now
         )
         self._encoder = BatchEncoder()
         # Groups written (durable) but not yet applied to the index, with the journal's head
@@ -325,13 +321,14 @@ class JournalPersistenceAdapter:
         self._written(written, size)
 
     def _write_now(self, group: list[tuple[list[JournalOp], bool]]) -> bool:
-        """``_write_group`` at once, when its fsync would run in the event loop (a fast disk,
-        a small group); False, having written nothing, when not."""
+        """``_write_group`` now if that needs no wait (a fast fsync); else False, unwritten."""
         files = self._files
         assert files is not None
         syncs = self.disk_syncs and any(sync for _, sync in group)
         if syncs and not files.syncs_inline(message_bytes(group)):
             return False
+        if self._index_due():
+            return False  # the writer brings the index up to date after this group
         start = files.head
         try:
             written, size = self._append(group)
@@ -341,8 +338,6 @@ class JournalPersistenceAdapter:
             files.rewind(start)
             raise
         self._written(written, size)
-        if self._unapplied_ops >= INDEX_DELAY_OPS:
-            self._writer.wake()  # the index catches up now, in the writer
         return True
 
     def _append(
@@ -383,6 +378,12 @@ class JournalPersistenceAdapter:
             # (Kept apart from the timer: uvloop's call_later(0) gives a handle without when().)
             self._catch_up_due = loop.time() + self.index_delay_s
             self._catch_up_timer = loop.call_later(self.index_delay_s, self._writer.wake)
+
+    def _index_due(self) -> bool:
+        """Groups written that the index is to catch up with now (enough, or their time)."""
+        return self._unapplied_head is not None and (
+            self._unapplied_ops >= INDEX_DELAY_OPS or self._catch_up_due <= self._writer.loop.time()
+        )
 
     def _catch_up(self) -> None:
         """Apply every written group the index has not seen, in one transaction. Runs in
@@ -425,8 +426,7 @@ class JournalPersistenceAdapter:
 
     async def _after_group(self) -> None:
         if self._unapplied_head is not None:
-            due = self._catch_up_due <= asyncio.get_running_loop().time()
-            if not due and self._unapplied_ops < INDEX_DELAY_OPS:
+            if not self._index_due():
                 return  # not yet: the timer wakes the writer
             try:
                 self._catch_up()

@@ -215,6 +215,11 @@ def message_bytes(group: list[tuple[list[JournalOp], bool]]) -> int:
     return sum(op.message.size for ops, _ in group for op in ops if isinstance(op, SequencedAdd))
 
 
+def batch_adds(item: tuple[list[JournalOp], bool]) -> bool:
+    """``adds_to_store`` of a group writer's item (a batch, and whether it is synced)."""
+    return adds_to_store(item[0])
+
+
 def sequence(batch: Sequence[StoreOp], next_seq: int) -> tuple[list[JournalOp], int]:
     """Give each AddMessage the store's next sequence number."""
     ops: list[JournalOp] = []

@@ -51,8 +51,8 @@ from dovecote.store.journal.records import (
     RECORD_HEADER,
     BatchEncoder,
     JournalOp,
+    PagedRecord,
     SequencedAdd,
-    added_messages,
     batch_adds,
     decode_batch,
     group_records,
@@ -129,9 +129,9 @@ class JournalPersistenceAdapter:
         self._catch_up_due = 0.0
         self._index_changed = True
         """The index moved since the last checkpoint (live counts change only then)."""
-        self._paging_record: tuple[Location, dict[int, Message], int] | None = None
-        """The record ``read_queue`` decoded last (with its last seq), while pages are
-        still read from it."""
+        self._paging_record: tuple[Location, PagedRecord] | None = None
+        """The record ``read_queue`` read last, decoded as far as pages asked, while pages
+        are still read from it."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -516,7 +516,7 @@ class JournalPersistenceAdapter:
                     continue  # forgotten with the rest of its file, and counted
                 location = Location(entry[2], entry[3])
                 adds = records.get(location)
-                if adds is None and location not in damaged:
+                if location not in damaged and (adds is None or seq not in adds):
                     try:
                         adds = records[location] = self._record_adds(location, seq)
                     except (DamagedRecordError, OSError, ValueError) as exc:
@@ -544,21 +544,19 @@ class JournalPersistenceAdapter:
                 self._forget_lost(where, seqs, why)
             if len(rows) < limit:
                 break
-        if self._paging_record is not None and position[1] > self._paging_record[2]:
+        if self._paging_record is not None and self._paging_record[1].read_past(position[1]):
             self._paging_record = None  # read to its end
         return QueuePage(messages, position, lost, lost_bytes)
 
     def _record_adds(self, location: Location, seq: int) -> dict[int, Message]:
-        """The messages a record adds, by seq; kept while pages are read from it: a page at
-        a time through one big transaction's record (100k messages) decoded it whole for
-        every page of 100, minutes on the broker's loop."""
+        """The messages a record adds, by seq, decoded up to ``seq`` (records.PagedRecord);
+        kept while pages are read from it (decoded whole for every page of 100, a big
+        transaction's record took minutes of the broker's loop)."""
         kept = self._paging_record
-        if kept is not None and kept[0] == location and seq in kept[1]:
-            return kept[1]
-        assert self._files is not None
-        adds = added_messages(self._files.read_payload(location))
-        self._paging_record = (location, adds, max(adds, default=0))
-        return adds
+        if kept is None or kept[0] != location:
+            assert self._files is not None
+            kept = self._paging_record = (location, PagedRecord(self._files.read_payload(location)))
+        return kept[1].through(seq)
 
     def _forget_lost(self, where: str, seqs: list[int], why: str) -> list[list[Any]]:
         """Messages whose record cannot be read back are lost: dropped from the index (the

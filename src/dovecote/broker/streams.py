@@ -46,9 +46,8 @@ from dovecote.broker.connection import ConnectionState
 from dovecote.broker.replies import AnsweringPlugin
 from dovecote.core.destinations import Destination, queue, topic
 from dovecote.core.errors import BrokerError
-from dovecote.core.message import BodyType, Message, PropertyValue
+from dovecote.core.message import BROKER_PATH_PROPERTY, BodyType, Message, PropertyValue
 from dovecote.core.stream_blocks import DEFAULT_BLOCK_BYTES, cut_blocks, encode_block
-from dovecote.protocol.openwire.converter import BROKER_PATH_PROPERTY
 
 Deliver = Callable[[Sequence[Message]], Awaitable[None]]
 STREAM_PREFIX = "dovecote.Stream."

@@ -21,6 +21,10 @@ README = ROOT / "README.md"
 VENV_BIN = Path(sys.executable).parent
 BLOCK = re.compile(r"^```([^\n]*)\n(.*?)^```$", flags=re.DOTALL | re.MULTILINE)
 TOOLS_WITH_URL = {"produce", "consume", "browse", "purge", "dstat"}
+RESULTS = ROOT / "bench" / "RESULTS.md"
+SUMMARY_ROW = re.compile(
+    r"^\| (.*: msg/s|idle RSS MiB|peak RSS MiB|start time s.*|restart to .*) \|"
+)
 
 
 def blocks(kind: str) -> list[str]:
@@ -162,3 +166,42 @@ def test_readme_three_broker_line_carries_messages_both_ways() -> None:
                     # The message waits on the sender's broker until the demand arrives.
                     message = consumer.receive(30)
                     assert message is not None and message.body == "across"
+
+
+BEGIN_TABLE = (
+    "<!-- from bench/RESULTS.md; after make bench:"
+    " PYTHONPATH=tests .venv/bin/python tests/integration/test_readme.py --refresh -->"
+)
+END_TABLE = "<!-- end of the rows from bench/RESULTS.md -->"
+
+
+def performance_summary(results: str) -> str:
+    """The README's performance table: the harness's caveat (a quoted line, when the machine
+    was busy), its header and its throughput, memory and start rows, as bench/harness.py
+    wrote them in bench/RESULTS.md, with the footnotes those rows cite."""
+    lines = results.splitlines()
+    caveat = [line for line in lines if line.startswith("> ")]
+    header = next(i for i, line in enumerate(lines) if line.startswith("| Workload"))
+    rows = [line for line in lines[header + 2 :] if SUMMARY_ROW.match(line)]
+    notes = [line for line in lines if re.match(r"- \[\d+\] ", line)]
+    notes = [n for n in notes if any(n[2 : n.index("]") + 1] in row for row in rows)]
+    parts = [*caveat, *([""] if caveat else []), *lines[header : header + 2], *rows]
+    return "\n".join(parts + (["", *notes] if notes else []))
+
+
+def table_span(readme: str) -> tuple[int, int]:
+    """Where the rows from bench/RESULTS.md sit in the README, between its two markers."""
+    start = readme.index(BEGIN_TABLE + "\n") + len(BEGIN_TABLE) + 1
+    return start, readme.index("\n" + END_TABLE, start)
+
+
+def test_readme_performance_table_is_the_harness_table() -> None:
+    readme = README.read_text()
+    start, end = table_span(readme)
+    assert readme[start:end] == performance_summary(RESULTS.read_text())
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--refresh"]:
+    text = README.read_text()
+    start, end = table_span(text)
+    README.write_text(text[:start] + performance_summary(RESULTS.read_text()) + text[end:])

@@ -176,11 +176,12 @@ def running_group(
 
 
 def master_of(brokers: list[GroupBroker], timeout: float = ROLE_TIMEOUT_S) -> GroupBroker:
-    """The one broker whose role is master (waits for an election)."""
+    """The one broker whose role is master, once it serves clients (waits for an election
+    and for its listeners)."""
     deadline = time.monotonic() + timeout
     while True:
         masters = [b for b in brokers if b.running and b.role() == "master"]
-        if len(masters) == 1:
+        if len(masters) == 1 and listening(masters[0].openwire_port):
             return masters[0]
         assert len(masters) < 2, f"two masters: {[b.name for b in masters]}"
         if time.monotonic() > deadline:

@@ -56,11 +56,13 @@ def test_one_master_serves_clients_and_the_slaves_say_whom_they_follow(
             "status": "ok", "serving": True, "role": "master", "broker": master.name,
             "store_degraded": None,
         }  # fmt: skip
-        seen = master.replication()
-        assert seen is not None
-        assert sorted(r["address"] for r in seen["replicas"] if r["connected"]) == sorted(
-            f"127.0.0.1:{s.replication_port}" for s in slaves
-        )
+
+        def connected() -> list[str]:
+            seen = master.replication() or {"replicas": []}
+            return sorted(r["address"] for r in seen["replicas"] if r["connected"])
+
+        wanted = sorted(f"127.0.0.1:{s.replication_port}" for s in slaves)
+        wait_for(lambda: connected() == wanted, 10, "the master sees both slaves connected")
 
 
 @dataclass

@@ -51,7 +51,7 @@ class Contents:
     async def remove(self, destination: Destination, message_ids: Collection[str]) -> int:
         """Remove the chosen waiting messages of a queue (ActiveMQ's removeMessage); how many
         (a message a consumer holds is its to settle)."""
-        queue = self._paged_in(destination)
+        queue = await self._paged_in(destination)
         if queue is None:
             return 0
         taken = queue.remove_pending(_chosen(message_ids))
@@ -63,7 +63,7 @@ class Contents:
     ) -> int:
         """Send copies of a queue's chosen messages (all when None; waiting or in flight) to
         ``target``, as ActiveMQ's copyMessageTo; how many."""
-        queue = self._paged_in(destination)
+        queue = await self._paged_in(destination)
         if queue is None:
             return 0
         wanted = None if message_ids is None else frozenset(message_ids)
@@ -84,7 +84,7 @@ class Contents:
         """Move a queue's chosen waiting messages (all when None) to ``target``, or with
         ``target`` None to each one's original destination (ActiveMQ's retry of a DLQ's
         messages; those without one stay). The removal and the sends are one store write."""
-        queue = self._paged_in(destination)
+        queue = await self._paged_in(destination)
         if queue is None:
             return 0
         chosen = _chosen(message_ids)
@@ -107,10 +107,10 @@ class Contents:
         info = RemoveSubscriptionInfo(client_id, name)
         await self._subscription_removed(info, topic)
 
-    def _paged_in(self, destination: Destination) -> Queue | None:
+    async def _paged_in(self, destination: Destination) -> Queue | None:
         queue = self._regions.queues.get(destination)
         if queue is not None:
-            self._regions.paging.page_in_all(queue)
+            await self._regions.paging.page_in_all(queue)
         return queue
 
     async def sequences(
@@ -166,7 +166,7 @@ class Contents:
             queue = regions.queue(target) if create else regions.queues.get(target)
             if queue is not None:
                 # Reads by sequence see the whole queue: what only the store held comes in.
-                regions.paging.page_in_all(queue)
+                await regions.paging.page_in_all(queue)
             return queue
         if subscription is None:
             raise BrokerError(f"reading topic {target.name} needs a durable subscription")

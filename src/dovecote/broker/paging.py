@@ -8,6 +8,7 @@ it; nothing here routes or dispatches.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -31,6 +32,9 @@ PAGE_IN_BELOW = 200
 PAGE_IN_CHUNK = 100
 """Messages read from the store at a time, up to ``2 * PAGE_IN_BELOW`` waiting or the
 memory mark."""
+
+PAGES_PER_TURN = 10
+"""Pages a whole-queue read (``page_in_all``) takes before the loop's next turn."""
 
 QueueReader = Callable[[Destination, QueuePosition, int], QueuePage]
 
@@ -157,14 +161,16 @@ class Paging:
         queue.hold_stored(message)
         self.usage.store.charge(message.size)
 
-    def page_in(self, queue: Queue, everything: bool = False) -> None:
+    def page_in(self, queue: Queue, everything: bool = False, most: int = 0) -> None:
         """Read a stored queue's next messages while few wait in memory, as many as fit
-        below the memory mark (one at least when none wait), or all of them."""
+        below the memory mark (one at least when none wait), or all of them (``most``:
+        no more than that many)."""
         reader = self._reader
         if reader is None:
             return
         memory = self.memory_usage(queue.destination)
-        while queue.stored:
+        goal = max(queue.stored - most, 0) if most else 0
+        while queue.stored > goal:
             if everything:
                 limit = PAGE_IN_CHUNK
             elif queue.pending_count >= 2 * PAGE_IN_BELOW:
@@ -204,10 +210,18 @@ class Paging:
                 entry.charged = (memory, self.usage.store)
                 memory.charge(entry.size)
 
-    def page_in_all(self, queue: Queue) -> None:
+    async def page_in_all(self, queue: Queue) -> None:
         """Bring every stored message of a queue into memory (for readers that need the
-        whole queue at once: stream offsets)."""
-        self.page_in(queue, everything=True)
+        whole queue at once: stream offsets), a few pages at a time with a turn of the loop
+        between them, so that other connections and the admin API are answered meanwhile."""
+        left = queue.stored  # (those stored meanwhile are another read's)
+        while queue.stored and left > 0:
+            before = queue.stored
+            self.page_in(queue, everything=True, most=PAGES_PER_TURN * PAGE_IN_CHUNK)
+            if queue.stored >= before:
+                return  # the store cannot read them now: they wait (page_in said so)
+            left -= before - queue.stored
+            await asyncio.sleep(0)
 
     def forget_stored(self, queue: Queue) -> None:
         """A removed queue's stored messages go with it (the store removes them)."""

@@ -129,9 +129,9 @@ class JournalPersistenceAdapter:
         self._catch_up_due = 0.0
         self._index_changed = True
         """The index moved since the last checkpoint (live counts change only then)."""
-        self._paging_record: tuple[Location, PagedRecord] | None = None
-        """The record ``read_queue`` read last, decoded as far as pages asked, while pages
-        are still read from it."""
+        self._paging: dict[Location, PagedRecord] = {}
+        """Records ``read_queue`` read lately (queues paged in by turns), decoded as far as
+        pages asked, while pages are still read from them."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -542,21 +542,23 @@ class JournalPersistenceAdapter:
             for location, (why, seqs) in damaged.items():
                 where = f"db-{location.file_id}.log record at offset {location.offset}"
                 self._forget_lost(where, seqs, why)
+            for location in records:
+                if (kept := self._paging.get(location)) and kept.read_past(position[1]):
+                    del self._paging[location]  # read to its end
             if len(rows) < limit:
                 break
-        if self._paging_record is not None and self._paging_record[1].read_past(position[1]):
-            self._paging_record = None  # read to its end
         return QueuePage(messages, position, lost, lost_bytes)
 
     def _record_adds(self, location: Location, seq: int) -> dict[int, Message]:
-        """The messages a record adds, by seq, decoded up to ``seq`` (records.PagedRecord);
-        kept while pages are read from it (decoded whole for every page of 100, a big
-        transaction's record took minutes of the broker's loop)."""
-        kept = self._paging_record
-        if kept is None or kept[0] != location:
+        """A record's messages by seq, decoded up to ``seq`` (records.PagedRecord: decoded
+        whole for every page, a big transaction's record took minutes of the loop)."""
+        kept = self._paging.get(location)
+        if kept is None:
             assert self._files is not None
-            kept = self._paging_record = (location, PagedRecord(self._files.read_payload(location)))
-        return kept[1].through(seq)
+            kept = self._paging[location] = PagedRecord(self._files.read_payload(location))
+            if len(self._paging) > PagedRecord.KEPT:
+                del self._paging[next(iter(self._paging))]
+        return kept.through(seq)
 
     def _forget_lost(self, where: str, seqs: list[int], why: str) -> list[list[Any]]:
         """Messages whose record cannot be read back are lost: dropped from the index (the
@@ -586,7 +588,7 @@ class JournalPersistenceAdapter:
     def checkpoint(self) -> None:
         """Delete dead data files, oldest first (see FORMAT.md for why in order)."""
         files, index = self._files, self._index
-        self._paging_record = None
+        self._paging.clear()
         if files is None or index is None or len(files.file_ids) < 2:
             return  # only the file being written: nothing could be removed (the usual case)
         self._catch_up()

@@ -243,6 +243,9 @@ class PagedRecord:
     at a time through one big transaction's record (100k messages, ~100 MB) is then never
     one long decode on the broker's loop, nor one decode of the whole record per page."""
 
+    KEPT: Final = 4
+    """Records the journal keeps while pages are read from them (queues paged by turns)."""
+
     def __init__(self, payload: bytes) -> None:
         self._ops = msgpack.Unpacker(io.BytesIO(payload), raw=False, strict_map_key=False)
         self._left: int = self._ops.read_array_header()

@@ -19,11 +19,11 @@ from typing import Final
 from dovecote.core.commands import MessageDispatch
 from dovecote.core.destinations import Destination
 from dovecote.core.ids import ConsumerId
+from dovecote.core.message import BROKER_PATH_PROPERTY
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.codec import Marshaller, Structure
 from dovecote.protocol.openwire.compiled import utf_field
 from dovecote.protocol.openwire.converter import (
-    BROKER_PATH_PROPERTY,
     MESSAGE_CODES,
     OpenWireConverter,
     message_content,

@@ -164,15 +164,31 @@ def running_group(
     zk_address: str, base: Path, size: int = 3, **options: Any
 ) -> Iterator[list[GroupBroker]]:
     """``size`` brokers of one group, started together; every one stopped afterwards."""
+    ports = iter(distinct_ports(4 * size))
     brokers = [
-        GroupBroker(f"broker{i}", base / f"broker{i}", zk_address, replicas=size, **options)
+        GroupBroker(f"broker{i}", base / f"broker{i}", zk_address, replicas=size,
+                    stomp_port=next(ports), openwire_port=next(ports),
+                    console_port=next(ports), replication_port=next(ports), **options)
         for i in range(1, size + 1)
-    ]
+    ]  # fmt: skip
     with ExitStack() as stack:
         for broker in brokers:
             stack.callback(broker.stop)
             broker.start()
         yield brokers
+
+
+def distinct_ports(count: int) -> list[int]:
+    """Free ports of 127.0.0.1, all different (each held until all are found: free_port()
+    twice may give one port twice)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def master_of(brokers: list[GroupBroker], timeout: float = ROLE_TIMEOUT_S) -> GroupBroker:

@@ -151,13 +151,25 @@ class JavaLoad:
     def said(self, what: str) -> list[str]:
         return [x.split(": ", 1)[1].split()[0] for x in self.lines if x.startswith(what + ": ")]
 
+    def wait_sending(self, count: int) -> None:
+        deadline = time.monotonic() + 60
+        while len(self.said("sent")) < count:
+            assert self.process.poll() is None and time.monotonic() < deadline, (
+                f"the Java client sent {len(self.said('sent'))}:\n" + "".join(self.lines[-15:])
+            )
+            time.sleep(0.05)
+
     def finish(self) -> None:
         try:
             self.process.wait(timeout=120)
         finally:
-            if self.process.poll() is None:
-                self.process.kill()
+            self.stop()
         self._reader.join(10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
     def check(self) -> None:
         sent, received = set(self.said("sent")), self.said("received")
@@ -175,47 +187,54 @@ def test_kill_9_of_the_master_under_load_loses_nothing_and_the_old_master_rejoin
         url = failover_url(brokers)
         ledger, stop, stop_consuming = Ledger(), threading.Event(), threading.Event()
         producers = [
-            threading.Thread(target=produce, args=(url, f"p{i}", ledger, stop)) for i in range(2)
+            threading.Thread(target=produce, args=(url, f"p{i}", ledger, stop), daemon=True)
+            for i in range(2)
         ]
-        consumer = threading.Thread(target=consume, args=(url, ledger, stop_consuming))
+        consumer = threading.Thread(target=consume, args=(url, ledger, stop_consuming), daemon=True)
         for thread in [*producers, consumer]:
             thread.start()
         java = JavaLoad(tmp_path / "classes", url) if shutil.which("javac") else None
         try:
-            wait_for(lambda: len(ledger.received) >= 150, 30, "150 received before the kill")
+            try:
+                wait_for(lambda: len(ledger.received) >= 150, 30, "150 received before the kill")
+                if java is not None:
+                    java.wait_sending(50)
+                before = len(ledger.sent_at)
+                master.kill()
+                killed_at = time.monotonic()
+                new_master = master_of(brokers)
+                elected = time.monotonic() - killed_at
+                wait_for(lambda: ledger.sent_at[-1] > killed_at, 30, "sends go on")
+                first_send = min(t for t in ledger.sent_at[before:] if t > killed_at) - killed_at
+                print(f"\ntakeover after kill -9 of the master: elected in {elected:.2f}s, "
+                      f"first send answered after {first_send:.2f}s; "
+                      f"{len(ledger.refused)} sends refused for want of a quorum")  # fmt: skip
+                wait_for(lambda: len(ledger.sent) >= before + 150, 30, "150 sent after the kill")
+            finally:
+                stop.set()
+                for thread in producers:
+                    thread.join(60)
+            deadline = time.monotonic() + 30
+            while missing := sorted(ledger.sent - set(ledger.received)):
+                assert time.monotonic() < deadline, (
+                    f"{len(missing)} answered sends never consumed: {missing[:10]}; "
+                    f"{len(ledger.received)} received; refused {ledger.refused[:3]}; the queue "
+                    f"on the master: {new_master.api(f'/api/queues/{QUEUE}')}"
+                )
+                time.sleep(0.1)
+            stop_consuming.set()
+            consumer.join(30)
             if java is not None:
-                wait_for(lambda: len(java.said("sent")) >= 50, 30, "the Java client sends")
-            before = len(ledger.sent_at)
-            master.kill()
-            killed_at = time.monotonic()
-            new_master = master_of(brokers)
-            elected = time.monotonic() - killed_at
-            wait_for(lambda: len(ledger.sent_at) > before + 1, 30, "sends go on")
-            first_send = min(t for t in ledger.sent_at[before:] if t > killed_at) - killed_at
-            print(f"\ntakeover after kill -9 of the master: elected in {elected:.2f}s, "
-                  f"first send answered after {first_send:.2f}s; "
-                  f"{len(ledger.refused)} sends refused for want of a quorum")  # fmt: skip
-            wait_for(lambda: len(ledger.sent) >= before + 150, 30, "150 sent after the kill")
+                java.finish()
+                java.check()
+            assert ledger.errors == []
+            twice = sorted({b for b in ledger.received if ledger.received.count(b) > 1})
+            assert twice == [], f"handed to the application twice: {twice}"
+            assert new_master is not master and elected < 15
         finally:
-            stop.set()
-            for thread in producers:
-                thread.join(60)
-        deadline = time.monotonic() + 60
-        while missing := sorted(ledger.sent - set(ledger.received)):
-            assert time.monotonic() < deadline, (
-                f"{len(missing)} answered sends never consumed: {missing[:10]}; "
-                f"{len(ledger.received)} received; refused {ledger.refused[:3]}"
-            )
-            time.sleep(0.1)
-        stop_consuming.set()
-        consumer.join(30)
-        if java is not None:
-            java.finish()
-            java.check()
-        assert ledger.errors == []
-        twice = sorted({b for b in ledger.received if ledger.received.count(b) > 1})
-        assert twice == [], f"handed to the application twice: {twice}"
-        assert new_master is not master and elected < 15
+            stop_consuming.set()  # also when an assertion failed: no thread left behind
+            if java is not None:
+                java.stop()
         # The old master comes back as a slave of the new one and gets what it missed.
         master.start()
         master.wait_role("slave")
@@ -237,9 +256,10 @@ def test_long_repeated_kills_of_the_master_with_a_zookeeper_ensemble(tmp_path: P
         url = failover_url(brokers)
         ledger, stop, stop_consuming = Ledger(), threading.Event(), threading.Event()
         producers = [
-            threading.Thread(target=produce, args=(url, f"p{i}", ledger, stop)) for i in range(2)
+            threading.Thread(target=produce, args=(url, f"p{i}", ledger, stop), daemon=True)
+            for i in range(2)
         ]
-        consumer = threading.Thread(target=consume, args=(url, ledger, stop_consuming))
+        consumer = threading.Thread(target=consume, args=(url, ledger, stop_consuming), daemon=True)
         for thread in [*producers, consumer]:
             thread.start()
         try:

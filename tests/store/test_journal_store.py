@@ -22,7 +22,7 @@ from dovecote.store.api import (
     StoredQueue,
     UpdateRedelivery,
 )
-from dovecote.store.journal import JournalPersistenceAdapter
+from dovecote.store.journal import JournalPersistenceAdapter, compaction
 from dovecote.store.journal.records import SMALL_BATCH_OPS, group_records
 
 
@@ -209,6 +209,37 @@ async def test_a_few_old_messages_do_not_pin_old_files(tmp_path: Path) -> None:
     await store.stop()
     store = await open_store(tmp_path, max_file_length=4096)
     assert ids(store) == [msg(0).message_id]
+    await store.stop()
+
+
+async def test_old_messages_of_one_record_are_moved_with_one_decode_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A transaction's sends are one record; a record of 100k messages decoded once per live
+    # message it holds was minutes of the broker's loop.
+    store = await open_store(tmp_path, max_file_length=4096, index_delay_s=0)
+    await store.write([AddMessage(msg(i)) for i in range(5)])  # one record in db-1
+    decodes: list[int] = []
+    real = compaction.added_messages
+
+    def counted(payload: bytes) -> Any:
+        decodes.append(len(payload))
+        return real(payload)
+
+    monkeypatch.setattr(compaction, "added_messages", counted)
+    for i in range(100, 250):
+        await store.write([AddMessage(msg(i))])
+        await store.write([RemoveMessage(Q, msg(i).message_id)])
+    for _ in range(3):  # let compaction move the old ones and the next checkpoint delete
+        await store.write([AddMessage(msg(1000)), RemoveMessage(Q, msg(1000).message_id)])
+        await asyncio.sleep(0)
+    assert not (tmp_path / "db-1.log").exists()
+    # Once per compaction pass that met the record (it may meet it again before the
+    # checkpoint drops db-1), not once per message: five at least.
+    assert 1 <= len(decodes) <= 2
+    await store.stop()
+    store = await open_store(tmp_path, max_file_length=4096)
+    assert ids(store) == [msg(i).message_id for i in range(5)]
     await store.stop()
 
 

@@ -58,11 +58,14 @@ def compaction_ops(
             ops.append(AddSubscription(sub))
             moved.update(pending)
     moved.update(seq for seq, entry in entries.items() if entry[2] == oldest)
+    # A record is decoded once for all the live messages it holds (a transaction's record
+    # may hold 100k of them: decoded once per message, that was a stall of minutes).
+    decoded: dict[Location, dict[int, Message]] = {}
     for seq in sorted(moved):
         _, _, entry_file, offset, counter, *_ = entries[seq]
         location = Location(entry_file, offset)
         try:
-            message = read_message(files, seq, location)
+            message = read_message(files, seq, location, decoded)
         except (DamagedRecordError, OSError, ValueError) as exc:
             where = f"db-{location.file_id}.log record at offset {location.offset}"
             forget(where, [seq], str(exc))
@@ -72,8 +75,18 @@ def compaction_ops(
     return ops
 
 
-def read_message(files: DataFiles, seq: int, location: Location) -> Message:
-    message = added_messages(files.read_payload(location)).get(seq)
+def read_message(
+    files: DataFiles,
+    seq: int,
+    location: Location,
+    decoded: dict[Location, dict[int, Message]] | None = None,
+) -> Message:
+    """Message ``seq`` of the record at ``location`` (``decoded`` keeps records read)."""
+    if decoded is None:
+        adds = added_messages(files.read_payload(location))
+    elif (adds := decoded.get(location)) is None:
+        adds = decoded[location] = added_messages(files.read_payload(location))
+    message = adds.get(seq)
     if message is None:
         raise OSError(f"journal record at {location} has no message {seq}")
     return message

@@ -45,6 +45,16 @@ def _run(*cmd: str | Path, env: dict[str, str] | None = None) -> str:
     return result.stdout
 
 
+def _make_n(*args: str) -> str:
+    """What ``make -n`` would run, also under ``make test`` (whose MAKEFLAGS and MAKELEVEL
+    would add make[1]'s Entering/Leaving directory lines)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    result = subprocess.run(["make", "--no-print-directory", "-n", *args], capture_output=True,
+                            text=True, timeout=600, env=env, cwd=ROOT, check=False)  # fmt: skip
+    assert result.returncode == 0, f"make -n {args}:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
 def build(out: Path, native: bool) -> list[Path]:
     """What ``make dist`` makes (native: with the compiled wheel too), into ``out``; the
     working tree gets no compiled module (it would shadow later edits of its source)."""
@@ -230,7 +240,7 @@ def test_the_compiled_wheel_runs_a_broker(tmp_path: Path, broker_from: StartBrok
 def test_make_run_installs_the_base_and_passes_the_configuration() -> None:
     """What `make run` would do (make -n: printed, nothing run): the base install and the
     build tools only, no dev group, the extras asked for, the configuration passed."""
-    out = _run("make", "-n", "run", "CONFIG=conf/my broker.toml", "EXTRAS=leveldb postgresql")
+    out = _make_n("run", "CONFIG=conf/my broker.toml", "EXTRAS=leveldb postgresql")
     syncs = [line for line in out.splitlines() if " sync " in line]
     assert syncs and all("--no-default-groups --group build" in line for line in syncs), out
     assert not [line for line in syncs if "--all-extras" in line or "--group dev" in line]
@@ -241,6 +251,6 @@ def test_make_run_installs_the_base_and_passes_the_configuration() -> None:
 def test_make_dist_runs_what_the_tests_build_with() -> None:
     """`make dist` (make -n: printed, nothing run) runs build_dist.py, which the tests above
     run: the files it writes are the ones they install."""
-    command = _run("make", "-n", "dist").splitlines()[-1].split()
+    command = _make_n("dist").splitlines()[-1].split()
     assert command[1:] == ["build_dist.py", "--uv", ".tools/bin/uv", "--out", "dist"]
     assert (ROOT / command[1]).is_file()

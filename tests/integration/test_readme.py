@@ -5,6 +5,7 @@ extras that exist. A block of another kind fails the test until this file knows 
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -85,8 +86,11 @@ def run_tool_line(line: str, tmp_path: Path, openwire: int, console: int) -> str
 
 def check_make(words: list[str]) -> None:
     """make's dry run: the target exists and its variables parse (nothing is installed)."""
-    result = subprocess.run(["make", "-n", *words[1:]], cwd=ROOT, capture_output=True,
-                            text=True, timeout=60, check=False)  # fmt: skip
+    # Not make test's MAKEFLAGS/MAKELEVEL, under which this test may run.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    command = ["make", "--no-print-directory", "-n", *words[1:]]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=60, check=False)  # fmt: skip
     assert result.returncode == 0, f"{words}\n{result.stderr}"
     if any(w.startswith("CONFIG=") for w in words):
         assert "--config" in result.stdout

@@ -1,5 +1,5 @@
-"""A ready pipeline (SPEC X2): orders arrive on the queue ``orders`` as JSON; Spark sums them
-per customer and event-time window into Parquet, and sends an alert to the topic ``alerts``
+"""A ready pipeline (compatibility X2): orders arrive on the queue ``orders`` as JSON; Spark sums
+them per customer and event-time window into Parquet, and sends an alert to the topic ``alerts``
 for every window whose total is over a threshold.
 
 One command, on local Spark, with a broker embedded in this process:

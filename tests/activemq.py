@@ -84,7 +84,7 @@ def running_activemq(
             f'<transportConnector name="openwire" uri="tcp://127.0.0.1:{openwire}"/>\n'
             f'<transportConnector name="stomp" uri="stomp://127.0.0.1:{stomp}"/>',
         )
-        # Priority-ordered queues, as dovecote always dispatches them (SPEC C8), the
+        # Priority-ordered queues, as dovecote always dispatches them (compatibility C8), the
         # small memory limit the producer-window scenario relies on, and the statistics
         # plugin `dovecote dstat` asks (dovecote always has it).
         xml = xml.replace(

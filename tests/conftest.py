@@ -92,9 +92,9 @@ def log_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 # The pair of brokers the differential suite and the client suites share, started once for
 # the whole run. ActiveMQ as every suite configures it (priority-ordered queues,
 # ``prioritizedMessages``, dovecote's only ordering: a difference of defaults on purpose,
-# SPEC C8; the statistics plugin); dovecote as the ActiveMQ beside it: the pending limit on
+# compatibility C8; the statistics plugin); dovecote as the ActiveMQ beside it: the pending limit on
 # topics that ActiveMQ's distribution sets (a subscriber's own limit needs one), and the
-# scheduler on in both (SPEC D5).
+# scheduler on in both (compatibility D5).
 PEER_CONFIG = """
 [broker]
 scheduler_support = true

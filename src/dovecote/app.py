@@ -55,7 +55,7 @@ def make_store(
     if not config.broker.persistent or store.kind == "memory":
         return MemoryPersistenceAdapter()
     if store.kind in ("sql", "journaled-sql"):
-        # Imported here: SQLAlchemy costs ~20 MiB of memory a journal broker does not need.
+        # Imported here: SQLAlchemy's memory is something a journal broker does not need.
         from dovecote.store.sql import SqlPersistenceAdapter
         from dovecote.store.sql.journaled import JournaledSqlPersistenceAdapter
 

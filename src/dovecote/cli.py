@@ -1,9 +1,9 @@
 """The ``dovecote`` command: ``dovecote broker`` runs the broker in the foreground; the other
 commands are client tools (produce, consume, browse, purge, dstat).
 
-argparse rather than typer: typer (0.2x) validates its options through pydantic, about
-11 MiB that the broker process would carry for as long as it runs, a quarter of an idle
-broker; argparse comes with Python and costs nothing further.
+argparse rather than typer: typer validates its options through pydantic, which the broker
+process would carry for as long as it runs; argparse comes with Python and costs nothing
+further (figures: docs/performance-notes.md).
 """
 
 from __future__ import annotations
@@ -116,11 +116,10 @@ async def _serve(broker_app: BrokerApp) -> None:
 def tune_collector() -> None:
     """Once the broker has started. What start-up made (modules, config, the store's index)
     lives as long as the process: frozen, out of the collector's sight, a full collection
-    under load no longer walks it (3-4% of the broker's CPU with a topic fan-out). And a
-    message's objects die by reference counting as soon as it is delivered, yet every 700
-    allocations (the default) still set off a young collection: 1,586 of them over 370k
-    messages here, 3% of the broker's CPU; at YOUNG_COLLECTION_THRESHOLD the same traffic
-    set off one. Cycles are rare on the message path: garbage waits no longer to speak of."""
+    under load no longer walks it. And a message's objects die by reference counting as
+    soon as it is delivered, yet every 700 allocations (the default) still set off a young
+    collection; at YOUNG_COLLECTION_THRESHOLD they rarely do. Cycles are rare on the message
+    path: garbage waits no longer to speak of (figures: docs/performance-notes.md)."""
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
 

@@ -1,5 +1,5 @@
-"""The command-line tools on the Python client (SPEC O2): produce, consume, browse, purge and
-dstat against dovecote or ActiveMQ, with progress bars and rates. ``dovecote <tool> --help``.
+"""The command-line tools on the Python client (compatibility O2): produce, consume, browse, purge
+and dstat against dovecote or ActiveMQ, with progress bars and rates. ``dovecote <tool> --help``.
 
 purge and dstat use dovecote's admin API when given its URL (``--admin http://host:8161``).
 Without it they work over the messaging protocol, so that they also serve an ActiveMQ: purge

@@ -1,5 +1,5 @@
 """STOMP conformance: ack modes, redelivery, NACK, dead-letter queues, expiry and
-transactions (SPEC C4, R1-R4, T1), over real sockets with stomp.py."""
+transactions (compatibility C4, R1-R4, T1), over real sockets with stomp.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""STOMP conformance: how the broker chooses consumers and order (SPEC C2, C8): prefetch,
+"""STOMP conformance: how the broker chooses consumers and order (compatibility C2, C8): prefetch,
 selectors, priority, message groups, exclusive consumers."""
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def test_prefetch_window_limits_unacked_messages(connect: Connect, name: str) ->
 def test_slow_topic_subscriber_keeps_only_the_newest_pending_messages(
     connect: Connect, name: str
 ) -> None:
-    """constantPendingMessageLimitStrategy (SPEC D4): beyond its prefetch, a non-durable
+    """constantPendingMessageLimitStrategy (compatibility D4): beyond its prefetch, a non-durable
     subscriber keeps at most the limit, dropping the oldest."""
     slow = connect()
     slow.subscribe(

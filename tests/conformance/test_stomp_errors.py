@@ -1,6 +1,6 @@
 """STOMP conformance: bad input gets an ERROR frame naming the problem; a frame that cannot
 be read ends its connection, a well-formed one refused does not; every other client goes on
-(SPEC P1); heart-beats both ways."""
+(compatibility P1); heart-beats both ways."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Scheduled delivery (SPEC D5), side by side with ActiveMQ's scheduler (schedulerSupport on
-both): what a client sees of delays, repeats, transactions, bad values, expiry and the
+"""Scheduled delivery (compatibility D5), side by side with ActiveMQ's scheduler (schedulerSupport
+on both): what a client sees of delays, repeats, transactions, bad values, expiry and the
 ActiveMQ.Scheduler.Management destination. Delays are short; outcomes are what arrived, in
 what order, with which properties, never timings to the millisecond."""
 

@@ -1,4 +1,4 @@
-"""The admin API and metrics on the console port (SPEC O1), over real HTTP to a real broker
+"""The admin API and metrics on the console port (compatibility O1), over real HTTP to a real broker
 process, checked against what a STOMP client sends and receives."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The admin API and /metrics behind the broker's users (SPEC O3), over real HTTP to a real
+"""The admin API and /metrics behind the broker's users (compatibility O3), over real HTTP to a real
 broker process, with curl and urllib: 401 without or with wrong credentials, reads for
 readers, changes for admins only, and the browser attacks refused whoever asks: a change
 from a page of another origin, a Host that is not the console's (DNS rebinding), a

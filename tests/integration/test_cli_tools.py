@@ -1,4 +1,4 @@
-"""dovecote's command-line tools (SPEC O2) on the Python client, against dovecote and
+"""dovecote's command-line tools (compatibility O2) on the Python client, against dovecote and
 against a real ActiveMQ 5.17: the counts they report are the counts that moved; what
 produce sends (body, file, headers, properties) is what a consumer gets; browse reads no
 more than it shows; Ctrl-C (a real SIGINT) ends a tool with its summary line, exit 130."""

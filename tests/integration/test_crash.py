@@ -1,4 +1,4 @@
-"""Durability under kill -9 (SPEC M7): a broker on each store kind takes concurrent
+"""Durability under kill -9 (compatibility M7): a broker on each store kind takes concurrent
 persistent STOMP sends with receipts while consumers ack, and is killed with SIGKILL at
 random moments and restarted, again and again. Afterwards every message whose receipt
 arrived has been delivered, no message whose ack was confirmed comes back, and the durable

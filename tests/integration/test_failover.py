@@ -1,5 +1,5 @@
 """The client's failover transport across a broker killed with SIGKILL and restarted on the
-same store and port (SPEC K2, N2's client side): no persistent message lost, none handed to
+same store and port (compatibility K2, N2's client side): no persistent message lost, none handed to
 the application twice, and an open transaction in doubt is rolled back with a clear error."""
 
 from __future__ import annotations

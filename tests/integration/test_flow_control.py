@@ -1,4 +1,4 @@
-"""systemUsage and producer flow control over real processes (SPEC M6, S4): a fast producer
+"""systemUsage and producer flow control over real processes (compatibility M6, S4): a fast producer
 and a slow consumer keep the broker's memory bounded and lose nothing; sendFailIfNoSpace
 turns the wait into an error; without flow control, non-persistent messages spill to the
 temp store on disk, which a restart wipes."""

@@ -1,5 +1,5 @@
 """OpenWire over a real socket without the Java client: what the broker says first, the
-keep-alives it sends, and the silent peer it drops (SPEC P3)."""
+keep-alives it sends, and the silent peer it drops (compatibility P3)."""
 
 from __future__ import annotations
 

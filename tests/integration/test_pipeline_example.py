@@ -1,4 +1,4 @@
-"""examples/pipeline.py runs as the README says (SPEC X2): orders in, per-window totals in
+"""examples/pipeline.py runs as the README says (compatibility X2): orders in, per-window totals in
 Parquet, alerts on the topic, exactly the windows the watermark closed, each once."""
 
 from __future__ import annotations

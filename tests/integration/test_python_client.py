@@ -1,4 +1,4 @@
-"""dovecote's Python client, the first slice (SPEC K1, S1), run identically against
+"""dovecote's Python client, the first slice (compatibility K1, S1), run identically against
 dovecote and against a real ActiveMQ 5.17 (K3)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Scheduled delivery (SPEC D5) on a real broker process: STOMP and OpenWire clients send
+"""Scheduled delivery (compatibility D5) on a real broker process: STOMP and OpenWire clients send
 with AMQ_SCHEDULED_* headers or properties and see the message come when due; transactions
 schedule at commit; the admin API browses and cancels; and the schedules survive a restart
 (and a kill -9) on the persistent stores, delivered once."""

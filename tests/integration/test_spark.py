@@ -1,4 +1,4 @@
-"""The Spark data source on local Spark with real broker processes (SPEC X1): exactly-once
+"""The Spark data source on local Spark with real broker processes (compatibility X1): exactly-once
 streaming into Parquet across a killed driver and across a killed broker, order within a
 partition, browse snapshots, and transactional writes that leave nothing half-sent when a
 task fails."""

@@ -1,4 +1,4 @@
-"""The broker's stream requests (offset-based reading, SPEC X1) over the Python client and
+"""The broker's stream requests (offset-based reading, compatibility X1) over the Python client and
 a real broker process: plans, non-destructive ranges, commits, sequence numbers that keep
 increasing across a restart, durable topic subscriptions, and clear errors."""
 

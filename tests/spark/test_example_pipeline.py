@@ -1,5 +1,5 @@
-"""examples/pipeline.py as the README runs it (SPEC X2): alone, with its embedded broker, on
-local Spark; and with spark-submit on a standalone Spark cluster (a master and a worker on
+"""examples/pipeline.py as the README runs it (compatibility X2): alone, with its embedded broker,
+on local Spark; and with spark-submit on a standalone Spark cluster (a master and a worker on
 loopback, started from PySpark's own distribution) against a broker process."""
 
 from __future__ import annotations

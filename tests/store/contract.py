@@ -1,4 +1,4 @@
-"""The store contract suite (SPEC M1-M4): every persistence adapter must pass it unchanged.
+"""The store contract suite (compatibility M1-M4): every persistence adapter must pass it unchanged.
 
 An adapter's test module subclasses ``StoreContract`` and provides two fixtures:
 ``store`` (a started adapter) and ``reopen`` (a function that stops the adapter and returns

@@ -1,5 +1,5 @@
 """What comes back from a leaving consumer as delivered (counted) and what as only
-prefetched (SPEC R1), by the last delivered sequence its RemoveInfo names, as ActiveMQ
+prefetched (compatibility R1), by the last delivered sequence its RemoveInfo names, as ActiveMQ
 reads it; and destination names with options, which ActiveMQ strips."""
 
 from __future__ import annotations

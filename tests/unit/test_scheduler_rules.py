@@ -1,4 +1,4 @@
-"""The scheduler's rules (SPEC D5), as ActiveMQ 5.17's SchedulerBroker and JobSchedulerImpl
+"""The scheduler's rules (compatibility D5), as ActiveMQ 5.17's SchedulerBroker and JobSchedulerImpl
 apply them: which values are taken, when a job first fires, how delay, period, repeat and
 cron combine, and what a delivered copy carries. The broker is a stand-in here that
 records what the scheduler publishes; the clock is set by hand."""

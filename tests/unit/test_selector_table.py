@@ -1,4 +1,4 @@
-"""The selector engine over tables of expressions (SPEC C8): operators, three-valued NULL
+"""The selector engine over tables of expressions (compatibility C8): operators, three-valued NULL
 logic, LIKE/ESCAPE, IN, BETWEEN, arithmetic and type mismatches, and parse errors."""
 
 from __future__ import annotations

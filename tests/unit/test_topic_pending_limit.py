@@ -1,5 +1,5 @@
-"""A slow non-durable subscriber's pending limit (SPEC D4) counts only what waits beyond its
-prefetch window, as ActiveMQ's constantPendingMessageLimitStrategy does."""
+"""A slow non-durable subscriber's pending limit (compatibility D4) counts only what waits beyond
+its prefetch window, as ActiveMQ's constantPendingMessageLimitStrategy does."""
 
 from __future__ import annotations
 

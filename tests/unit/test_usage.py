@@ -1,4 +1,4 @@
-"""Usage arithmetic the store cursor pages by (SPEC M6)."""
+"""Usage arithmetic the store cursor pages by (compatibility M6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Settling a consumer's ack: what each kind of ack does to the entries it names (SPEC C5,
+"""Settling a consumer's ack: what each kind of ack does to the entries it names (compatibility C5,
 T1): free the prefetch window, remove the messages from the store and the memory usage, hold
 them in a transaction, dead-letter or expire them. The broker finds the consumer and
 dispatches afterwards; this module changes only what the ack names."""

@@ -1,6 +1,6 @@
-"""Advisory messages, as ActiveMQ 5.17's AdvisoryBroker sends them (SPEC D3): non-persistent
-messages of type "Advisory" on ``ActiveMQ.Advisory.*`` topics, whose data structure is the
-command they tell of, so that clients and network bridges learn what exists on a broker.
+"""Advisory messages, as ActiveMQ 5.17's AdvisoryBroker sends them (compatibility D3):
+non-persistent messages of type "Advisory" on ``ActiveMQ.Advisory.*`` topics, whose data structure
+is the command they tell of, so that clients and network bridges learn what exists on a broker.
 
 - ``ActiveMQ.Advisory.Connection``: a ConnectionInfo (password blanked) as a connection
   opens, a RemoveInfo as it closes;

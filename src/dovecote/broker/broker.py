@@ -2,7 +2,7 @@
 
 Protocol adapters register a connection with a sink for dispatches, then feed it core
 commands through ``process``, one at a time per connection, awaiting each: a persistent
-send returns only once the store holds it (SPEC M7), so the adapter's receipt or response
+send returns only once the store holds it (compatibility M7), so the adapter's receipt or response
 follows. Everything runs on one asyncio loop; no locks.
 
 Ownership is a tree: the broker owns the ``Regions`` (queues and topic subscriptions, which

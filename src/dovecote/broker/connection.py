@@ -1,5 +1,5 @@
 """Per-connection state the broker keeps: what the connection opened, so that closing it
-(or losing it) closes everything it owned (SPEC D1 temporary destinations, R1, T1)."""
+(or losing it) closes everything it owned (compatibility D1 temporary destinations, R1, T1)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class TransactedAck:
 
 @dataclass(slots=True)
 class LocalTransaction:
-    """Sends and acks held back until commit (SPEC T1)."""
+    """Sends and acks held back until commit (compatibility T1)."""
 
     transaction_id: TransactionId
     sends: list[Message] = field(default_factory=list)

@@ -1,6 +1,6 @@
 """What destinations hold, changed on request rather than by messaging: the console's purge,
 removal, copy, move and retry of chosen messages and removal of a durable subscription, and
-the stream requests' reads by sequence number and their commits (SPEC X1, streams.py). The
+the stream requests' reads by sequence number and their commits (compatibility X1, streams.py). The
 broker hands this to the admin API and to plugins as ``broker.contents``.
 """
 

@@ -1,5 +1,5 @@
 """Redelivery, expiry and the dead-letter queues: what happens to a message its consumers
-gave back (SPEC R1, R2), to one that expired (R4), and to one a consumer poisoned. Past
+gave back (compatibility R1, R2), to one that expired (R4), and to one a consumer poisoned. Past
 the policy's limits a message goes to its dead-letter queue, or is dropped where the
 policy keeps none."""
 
@@ -30,7 +30,7 @@ class DeadLetters:
         """Told of each message expired or dead-lettered (advisories), if they watch."""
 
     async def redeliver(self, origin: Origin, entries: list[Entry]) -> None:
-        """Return entries for redelivery with their counter raised (SPEC R1); past the
+        """Return entries for redelivery with their counter raised (compatibility R1); past the
         policy's limit they go to the dead-letter queue instead (R2)."""
         if not entries or origin is None:
             return
@@ -60,7 +60,7 @@ class DeadLetters:
         await self.regions.dispatch(origin)
 
     async def expire(self, origin: Queue | TopicSubscription, entries: list[Entry]) -> None:
-        """Expired messages are never delivered (SPEC R4): to the DLQ or dropped."""
+        """Expired messages are never delivered (compatibility R4): to the DLQ or dropped."""
         if isinstance(origin, Queue):
             origin.stats.expired += len(entries)
         # (The body stays where it is: what is told of an expired message leaves it out.)

@@ -1,4 +1,4 @@
-"""Durable topic subscriptions (SPEC D1): a client id and a subscription name keep a
+"""Durable topic subscriptions (compatibility D1): a client id and a subscription name keep a
 subscription, and what it matched, while no consumer is attached; stored so that a restart
 keeps them too."""
 

@@ -1,5 +1,5 @@
 """Usage and paging: what each message weighs on (memory, store, temp), producer flow
-control (SPEC S4), and the store cursor that keeps a queue's messages in the store while
+control (compatibility S4), and the store cursor that keeps a queue's messages in the store while
 memory is past its mark, reading them back a page at a time as they are dispatched.
 
 The regions charge every entry they take in here, and page a queue in before dispatching
@@ -71,7 +71,7 @@ class Paging:
         return usage
 
     async def admit(self, message: Message) -> None:
-        """Producer flow control (SPEC S4): wait (or fail) while a usage the message would
+        """Producer flow control (compatibility S4): wait (or fail) while a usage the message would
         weigh on is full."""
         for destination in message.destination.components():
             for usage in self._limits(message, destination):

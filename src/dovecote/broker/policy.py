@@ -29,7 +29,7 @@ class DeadLetterKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class DeadLetterStrategy:
-    """Where a message goes when it cannot be delivered (SPEC R3)."""
+    """Where a message goes when it cannot be delivered (compatibility R3)."""
 
     kind: DeadLetterKind = DeadLetterKind.SHARED
     shared_queue: str = "ActiveMQ.DLQ"
@@ -72,7 +72,8 @@ class DestinationPolicy:
     redelivery more often goes to the DLQ. -1 redelivers forever."""
     pending_message_limit: int = -1
     """Non-durable topic subscribers keep at most this many pending messages beyond their
-    prefetch, dropping the oldest (constantPendingMessageLimitStrategy, SPEC D4); -1 = all."""
+    prefetch, dropping the oldest (constantPendingMessageLimitStrategy, compatibility D4);
+    -1 = all."""
     memory_limit: int = -1
     """Bytes of messages the destination may hold in memory (-1: only the broker's limit)."""
     producer_flow_control: bool = True
@@ -138,7 +139,7 @@ class BrokerSettings:
     broker_name: str = "localhost"
     policies: PolicyMap = field(default_factory=PolicyMap)
     expire_messages_period_ms: int = 30_000
-    """How often every destination is swept for expired messages (SPEC R4)."""
+    """How often every destination is swept for expired messages (compatibility R4)."""
     memory_limit: int = 256 * 1024 * 1024
     """systemUsage memoryUsage: bytes of messages held in memory across the broker."""
     store_limit: int = 100 * 1024**3

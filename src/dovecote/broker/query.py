@@ -57,7 +57,7 @@ class DestinationView:
 
 @dataclass(frozen=True, slots=True)
 class UsageView:
-    """The system usages (SPEC M6): bytes used of each limit."""
+    """The system usages (compatibility M6): bytes used of each limit."""
 
     memory_used: int
     memory_limit: int

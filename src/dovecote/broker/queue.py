@@ -1,6 +1,6 @@
 """A queue: each message to one consumer, spread across consumers by their prefetch windows.
 
-Pending messages wait in one FIFO per priority (9 first, SPEC C8). A dispatch pass takes
+Pending messages wait in one FIFO per priority (9 first, compatibility C8). A dispatch pass takes
 messages from the highest priority down and hands each to the next consumer, in round-robin
 order, that has prefetch room and whose selector matches (consumers of a higher priority
 first); message groups pin a group to the consumer that got its first message, and
@@ -134,7 +134,7 @@ class Queue:
             yield from self._pending[priority]
 
     def browse(self) -> list[Message]:
-        """Everything held, in flight first by sequence, without consuming (SPEC C9)."""
+        """Everything held, in flight first by sequence, without consuming (compatibility C9)."""
         entries = [e for c in self.consumers for e in c.inflight.values()]
         entries.extend(self.pending_entries())
         entries.sort(key=lambda e: (-_clamp(e.message.priority), e.seq))

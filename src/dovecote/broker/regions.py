@@ -321,7 +321,7 @@ class Regions:
             release_all(done.settled)
             # Auto-acked on dispatch: nobody waits for these removals, so they need no sync
             # of their own (KahaDB syncs only acks a client asked a response for); a crash
-            # before the next sync may redeliver them (at least once, SPEC M7).
+            # before the next sync may redeliver them (at least once, compatibility M7).
             self.write_behind(self.consume_ops(origin, done.settled))
         if done.expired:
             await self.on_expired(origin, done.expired)
@@ -336,8 +336,8 @@ class Regions:
         delivers the message again (at least once, as after any crash)."""
         if ops:
             write = self.store.write(ops, sync=False, lazy=True)
-            # (The journal's write is a future already; asyncio.ensure_future, interpreted,
-            # cost ~2% of the broker's CPU with sync sends for finding that out.)
+            # (The journal's write is a future already: asyncio.ensure_future is interpreted,
+            # a cost on every sync send for finding that out.)
             pending = write if isinstance(write, asyncio.Future) else asyncio.ensure_future(write)
             pending.add_done_callback(log_failure("a store write nobody waited for"))
 

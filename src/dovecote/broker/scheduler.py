@@ -1,4 +1,4 @@
-"""Scheduled and delayed delivery (SPEC D5): ActiveMQ's SchedulerBroker and job scheduler,
+"""Scheduled and delayed delivery (compatibility D5): ActiveMQ's SchedulerBroker and job scheduler,
 as a broker plugin (installed with ``[broker] scheduler_support = true``).
 
 A send whose message has ``AMQ_SCHEDULED_DELAY``, ``AMQ_SCHEDULED_PERIOD`` or

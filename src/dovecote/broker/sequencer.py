@@ -1,5 +1,5 @@
 """The broker's message sequence numbers (``Message.sequence``), which streaming readers
-use as offsets (SPEC X1; the Spark source).
+use as offsets (compatibility X1; the Spark source).
 
 A number must never be reused or go backwards, also across restarts, or a reader's committed
 offset would skip new messages. Like a hybrid logical clock, each number is the larger of the

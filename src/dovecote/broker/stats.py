@@ -1,4 +1,4 @@
-"""ActiveMQ's statistics plugin (SPEC O2), as a broker plugin: a JMS client (and
+"""ActiveMQ's statistics plugin (compatibility O2), as a broker plugin: a JMS client (and
 ``dovecote dstat``) asks over the wire by sending to ``ActiveMQ.Statistics.Destination.<query>``
 or ``ActiveMQ.Statistics.Broker`` with a reply-to destination, exactly as it would ask an
 ActiveMQ that has ``<statisticsBrokerPlugin/>``, and gets map messages back. On unless

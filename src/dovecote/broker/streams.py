@@ -1,5 +1,5 @@
-"""Offset-based reading for streaming engines (SPEC X1): the broker side of the Spark source's
-exactly-once hand-off. Documented for clients in docs/streams.md.
+"""Offset-based reading for streaming engines (compatibility X1): the broker side of the Spark
+source's exactly-once hand-off. Documented for clients in docs/streams.md.
 
 A reader addresses a queue, or a durable topic subscription, by the broker's sequence numbers
 (``Message.sequence``). Three requests, each an ordinary message sent with a reply-to to a

@@ -1,4 +1,4 @@
-"""Temporary destinations (SPEC D1): which connection owns each. Their advisories
+"""Temporary destinations (compatibility D1): which connection owns each. Their advisories
 (ActiveMQ.Advisory.TempQueue and TempTopic) are the advisory plugin's (advisories.py)."""
 
 from __future__ import annotations

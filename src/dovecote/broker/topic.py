@@ -1,8 +1,8 @@
 """Topic subscriptions: each gets its own copy (an entry) of every matching message.
 
 A non-durable subscription lives and dies with its consumer. A durable one (client id +
-subscription name, SPEC D1) outlives it: while no consumer is attached its pending list keeps
-filling, and a consumer that attaches later drains it. Wildcard subscriptions are ordinary
+subscription name, compatibility D1) outlives it: while no consumer is attached its pending list
+keeps filling, and a consumer that attaches later drains it. Wildcard subscriptions are ordinary
 subscriptions whose destination is a pattern; the broker routes to them (D2).
 """
 
@@ -52,7 +52,7 @@ class TopicSubscription:
         return self.selector is None or self.selector.matches(message.selector_value)
 
     def offer(self, entry: Entry) -> Entry | None:
-        """Queue an entry; returns the oldest entry dropped by the pending limit (SPEC D4).
+        """Queue an entry; returns the oldest entry dropped by the pending limit (compatibility D4).
         The limit counts what waits beyond the consumer's prefetch window, as ActiveMQ's
         does: what the window can take now is dispatched, never discarded."""
         pending = self.pending
@@ -113,7 +113,7 @@ class TopicSubscription:
 
 
 def pending_limit(policy: int, consumer: int) -> int:
-    """A non-durable subscriber's pending limit (SPEC D4), as ActiveMQ sets it: only where
+    """A non-durable subscriber's pending limit (compatibility D4), as ActiveMQ sets it: only where
     its destination's policy has one, and there the consumer's own
     (maximumPendingMessageLimit) when lower; -1 for none."""
     if policy < 0:

@@ -1,4 +1,4 @@
-"""Local transactions (SPEC T1): a commit makes its sends and acks durable in one store
+"""Local transactions (compatibility T1): a commit makes its sends and acks durable in one store
 batch, then delivers the sends and settles the acks; a rollback undoes the acks."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dovecote.store.api import StoreOp
 
 
 async def commit(regions: Regions, tx: LocalTransaction) -> None:
-    # Acks and sends become durable in one store batch: the commit is atomic (SPEC T1).
+    # Acks and sends become durable in one store batch: the commit is atomic (compatibility T1).
     ops: list[StoreOp] = []
     for ack in tx.acks:
         if ack.record.origin is not None:

@@ -1,4 +1,4 @@
-"""systemUsage (SPEC M6, S4): memory, store and temp limits, and producer flow control.
+"""systemUsage (compatibility M6, S4): memory, store and temp limits, and producer flow control.
 
 A ``Usage`` counts bytes against a limit and may have a parent (a destination's memory usage
 counts in the broker's too); it is full when it or any parent is over its limit. Each entry

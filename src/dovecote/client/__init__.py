@@ -1,4 +1,4 @@
-"""dovecote's Python client: ActiveMQ's client semantics over OpenWire (SPEC K1)."""
+"""dovecote's Python client: ActiveMQ's client semantics over OpenWire (compatibility K1)."""
 
 from dovecote.client.connection import (
     AckMode,

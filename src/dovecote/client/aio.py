@@ -1,5 +1,5 @@
-"""The asyncio face of the client (SPEC K1): the same engine as the sync API (one transport,
-one consumer buffer, one ack policy); calls that may wait run in a worker thread so the
+"""The asyncio face of the client (compatibility K1): the same engine as the sync API (one
+transport, one consumer buffer, one ack policy); calls that may wait run in a worker thread so the
 event loop never blocks.
 
     async with await AsyncConnectionFactory(url).create_connection() as connection:

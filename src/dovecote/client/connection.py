@@ -1,4 +1,4 @@
-"""A JMS-style client over OpenWire (SPEC K1), the sync API: ConnectionFactory and
+"""A JMS-style client over OpenWire (compatibility K1), the sync API: ConnectionFactory and
 Connection here; Session, MessageProducer, MessageConsumer and Message in their modules.
 
 It does what ActiveMQ's Java client 5.17 does: a send is synchronous (waits for the
@@ -56,10 +56,10 @@ class ConnectionFactory:
 
 
 class Connection:
-    """One JMS connection. With a ``failover:`` URL it survives the loss of its broker (SPEC
-    K2): sends and requests wait while it reconnects with back-off across the URIs, then it
-    replays its connection, sessions, producers and consumers; prefetched messages the broker
-    will redeliver are dropped; an open transaction is in doubt and its commit fails with
+    """One JMS connection. With a ``failover:`` URL it survives the loss of its broker
+    (compatibility K2): sends and requests wait while it reconnects with back-off across the URIs,
+    then it replays its connection, sessions, producers and consumers; prefetched messages the
+    broker will redeliver are dropped; an open transaction is in doubt and its commit fails with
     TransactionRolledBackException; a message the application already saw under AUTO
     acknowledgement is not handed to it again."""
 

@@ -1,5 +1,5 @@
 """MessageConsumer: the unconsumed buffer the broker fills up to the prefetch, receive and
-listeners, expiry and duplicate checks before a message is handed out (SPEC K1, C6), as
+listeners, expiry and duplicate checks before a message is handed out (compatibility K1, C6), as
 ActiveMQ's ActiveMQMessageConsumer does. What it delivered and the acks each
 acknowledgement mode sends for it are delivered.py's (DeliveredAcks)."""
 
@@ -197,7 +197,7 @@ class MessageConsumer(DeliveredAcks):
 
     def _dequeue(self, timeout: float | None) -> Structure | None:
         """The next deliverable dispatch: expired ones are acked as expired and skipped,
-        duplicates after a failover acked again and hidden (SPEC C7/K2)."""
+        duplicates after a failover acked again and hidden (compatibility C7/K2)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self._send_pull(timeout)
         while True:

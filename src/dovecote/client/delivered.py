@@ -1,6 +1,6 @@
 """The delivered messages of a MessageConsumer and the acks each acknowledgement mode sends
-(SPEC K1, C6), as ActiveMQ's ActiveMQMessageConsumer keeps them: every message handed to the
-application is "delivered"; AUTO acks it at once (or, with optimizeAcknowledge, in batches),
+(compatibility K1, C6), as ActiveMQ's ActiveMQMessageConsumer keeps them: every message handed to
+the application is "delivered"; AUTO acks it at once (or, with optimizeAcknowledge, in batches),
 CLIENT/INDIVIDUAL/transacted consumers tell the broker with DELIVERED acks every half
 prefetch so the prefetch window moves before the application acks, DUPS_OK on a topic
 batches standard acks the same way; a rollback or recover redelivers the delivered messages

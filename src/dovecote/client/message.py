@@ -1,4 +1,4 @@
-"""Messages as the application sees them, and the acknowledgement modes (SPEC K1).
+"""Messages as the application sees them, and the acknowledgement modes (compatibility K1).
 
 Property values keep their Java type both ways: a Python ``int`` travels as a Java long and
 ``float`` as a double; ``JavaInt``, ``JavaShort``, ``JavaByte`` and ``JavaFloat`` (ints and
@@ -61,7 +61,7 @@ class Message:
     ``object_body``); dict: a MapMessage; list: a StreamMessage."""
     object_body: bool = False
     """The bytes are a serialized Java object. They are passed on, never deserialized here:
-    object bodies stay opaque unless the application trusts and decodes them (SPEC K1)."""
+    object bodies stay opaque unless the application trusts and decodes them (compatibility K1)."""
     properties: dict[str, Any] = field(default_factory=dict)
     correlation_id: str | None = None
     type: str | None = None

@@ -1,5 +1,5 @@
 """Broker URLs and connection options, accepted and refused as ActiveMQ's Java client 5.17
-accepts and refuses them (SPEC P4, K1).
+accepts and refuses them (compatibility P4, K1).
 
 ``tcp://host:61616?jms.useAsyncSend=true&jms.prefetchPolicy.queuePrefetch=10`` and
 ``failover:(tcp://a:61616,tcp://b:61616)?randomize=false&nested.soTimeout=500``. As in

@@ -106,7 +106,7 @@ class MessageProducer:
                 ) from None
             return
         if self.window > 0:
-            # The producer window (SPEC S3): async sends wait while the broker has not
+            # The producer window (compatibility S3): async sends wait while the broker has not
             # acknowledged (ProducerAck) window-size bytes of earlier ones.
             size = 1024 + len(fields["content"] or b"") + len(fields["marshalledProperties"] or b"")
             with self._window_free:
@@ -140,7 +140,7 @@ class MessageProducer:
             self._window_free.notify_all()
 
     def _sync(self, persistent: bool) -> bool:
-        """The seeds' rule (SPEC S1): async only with no send timeout, alwaysSyncSend off,
+        """The seeds' rule (compatibility S1): async only with no send timeout, alwaysSyncSend off,
         and (non-persistent, or useAsyncSend, or a transacted session)."""
         o = self.session.connection.options
         if o.sendTimeout > 0 or o.alwaysSyncSend:

@@ -1,5 +1,5 @@
 """Session: producers, consumers, durable subscribers, browsers, transactions, recover and
-acknowledgement (SPEC K1), as ActiveMQSession does them: acks belong to each consumer's
+acknowledgement (compatibility K1), as ActiveMQSession does them: acks belong to each consumer's
 delivered messages; a transaction's commit acks them in the transaction, a rollback or
 recover hands them out again locally; closing a session closes everything in it and tells
 the broker once, with the last broker sequence any of its consumers delivered."""
@@ -148,7 +148,7 @@ class Session:
         }))  # fmt: skip
 
     def browse(self, destination: AnyDestination, selector: str | None = None) -> Iterator[Message]:
-        """A queue browser (SPEC C9): every message now on the queue, none consumed. As the
+        """A queue browser (compatibility C9): every message now on the queue, none consumed. As the
         Java QueueBrowser: it sees nothing while the connection is not started, each message
         it reads is "consumed" by its browser consumer as the session's mode says (acks the
         broker ignores for browsers), and once done it commits a transacted session's open

@@ -1,4 +1,4 @@
-"""The client's transport chain (SPEC P3) over a blocking socket: wire-format negotiation,
+"""The client's transport chain (compatibility P3) over a blocking socket: wire-format negotiation,
 one writer at a time, request/response correlation by command id, keep-alives and the
 inactivity check. A reader thread hands every other command to the connection.
 """

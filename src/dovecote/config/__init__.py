@@ -1,4 +1,4 @@
-"""The configuration: one TOML file with ActiveMQ's concepts (SPEC O4), parsed once into a
+"""The configuration: one TOML file with ActiveMQ's concepts (compatibility O4), parsed once into a
 frozen, typed tree and passed down. With no file the embedded defaults apply.
 
 Example (every key optional)::

@@ -186,7 +186,7 @@ class DeadLetterSection(Section, frozen=True):
 
 
 class UsageSection(Section, frozen=True):
-    """systemUsage: the broker-wide limits (SPEC M6)."""
+    """systemUsage: the broker-wide limits (compatibility M6)."""
 
     memory_limit: NonNegative = 256 * 1024 * 1024
     """Bytes of messages held in memory; at the limit producers wait (0: no limit)."""

@@ -16,7 +16,7 @@ from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, T
 from dovecote.core.message import Message
 from dovecote.core.records import pickle_by_fields
 
-# Default prefetch sizes, ActiveMQ's ActiveMQPrefetchPolicy (SPEC C2).
+# Default prefetch sizes, ActiveMQ's ActiveMQPrefetchPolicy (compatibility C2).
 QUEUE_PREFETCH = 1000
 DURABLE_TOPIC_PREFETCH = 100
 TOPIC_PREFETCH = 32766
@@ -24,7 +24,7 @@ QUEUE_BROWSER_PREFETCH = 500
 
 
 class AckType(IntEnum):
-    """MessageAck types with their OpenWire codes (SPEC C5)."""
+    """MessageAck types with their OpenWire codes (compatibility C5)."""
 
     DELIVERED = 0
     """Delivered to the application, not consumed: frees prefetch room only."""
@@ -199,7 +199,7 @@ class RemoveInfo:
     """For what closes with consumers: the dispatch sequence of the last message the
     application was handed (the highest of its consumers' for a session or connection).
     Only what was dispatched up to it counts as redelivered; the rest was prefetched and
-    never seen, and comes back unmarked (SPEC R1, as ActiveMQ's RemoveInfo)."""
+    never seen, and comes back unmarked (compatibility R1, as ActiveMQ's RemoveInfo)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,8 @@
 
 Names follow ActiveMQ: the canonical string is ``queue://NAME`` / ``topic://NAME`` /
 ``temp-queue://NAME`` / ``temp-topic://NAME``. A composite destination is a comma-separated
-list whose elements may carry their own ``queue://`` or ``topic://`` prefix (SPEC D2). Topic
-names are dot-separated paths in which ``*`` matches one element and ``>`` the rest.
+list whose elements may carry their own ``queue://`` or ``topic://`` prefix (compatibility D2).
+Topic names are dot-separated paths in which ``*`` matches one element and ``>`` the rest.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Identifiers, shaped like OpenWire's: a connection id owns session ids, which own consumer
 and producer ids. Each renders as ActiveMQ renders it (``ID:host-1:2:3``) so that message ids
-built from producer ids read the same on the wire (SPEC S5)."""
+built from producer ids read the same on the wire (compatibility S5)."""
 
 from __future__ import annotations
 

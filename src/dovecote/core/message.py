@@ -1,7 +1,7 @@
 """The message as the broker and the stores see it: protocol-neutral and immutable.
 
 Modelled on OpenWire's ActiveMQMessage: JMS headers as fields, typed properties in a
-mapping, the body as bytes with a body type telling how a client reads it (SPEC S5). A
+mapping, the body as bytes with a body type telling how a client reads it (compatibility S5). A
 redelivery does not change the message; the broker carries the counter beside it and
 stamps it on the copy it dispatches.
 """

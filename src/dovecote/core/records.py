@@ -8,8 +8,8 @@ sequenced add and its locations) are slotted dataclasses declared ``init=False``
 (build_native.py) such a class is native: its ``__init__`` stores straight into the object
 and compiled code reads its fields straight out. A dataclass-generated ``__init__`` stays
 interpreted Python even in a compiled module (a frozen one sets each field through
-``object.__setattr__``): building a 21-field Message that way cost ~1 µs (3 µs frozen)
-against ~0.1 µs, twice per message routed, and every field read from compiled code went
+``object.__setattr__``): building a 21-field Message that way cost ten times as much (more
+frozen), twice per message routed, and every field read from compiled code went
 through the interpreter's attribute lookup. The price: these records are not frozen at run
 time nor for mypy, so nothing may assign to their fields once built (the stores and the
 dispatch share them; ``dataclasses.replace`` makes a changed copy). Equality and hashing are

@@ -1,4 +1,4 @@
-"""JMS message selectors (SPEC C8): the SQL-92 subset of JMS 1.1, as ActiveMQ 5.17 runs it.
+"""JMS message selectors (compatibility C8): the SQL-92 subset of JMS 1.1, as ActiveMQ 5.17 runs it.
 
 ``compile_selector(text)`` parses once, by recursive descent, into a tree of closures; each
 closure takes a ``lookup(name)`` that returns a header or property value (None when absent)

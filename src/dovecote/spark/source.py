@@ -1,4 +1,4 @@
-"""The PySpark data source "dovecote" (SPEC X1), on PySpark's Python Data Source API.
+"""The PySpark data source "dovecote" (compatibility X1), on PySpark's Python Data Source API.
 
 Streaming read, exactly once: offsets are the broker's sequence numbers. For each
 micro-batch the driver plans (after, end] with at most ``maxMessagesPerBatch`` messages

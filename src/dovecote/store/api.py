@@ -1,4 +1,4 @@
-"""The store contract (SPEC M1-M4): what every persistence adapter provides.
+"""The store contract (compatibility M1-M4): what every persistence adapter provides.
 
 The broker describes each change as a typed operation and hands a batch of them to
 ``PersistenceAdapter.write``; a batch is atomic and durable when the call returns, which is

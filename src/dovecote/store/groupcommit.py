@@ -1,7 +1,7 @@
 """Group commit: writers queue their batches and wait; one task writes every batch queued at
 that moment as one group (one fsync, one database transaction) and wakes them all. While a
 group is being made durable the next one gathers, so concurrent producers share the cost of
-each sync (SPEC M2). A failure of a group fails each of its writers with the error. Batches
+each sync (compatibility M2). A failure of a group fails each of its writers with the error. Batches
 nobody waits for (removals settled on dispatch) wait a moment for one somebody waits for, so
 that both share a group. A writer alone (the same task as the last, the writer idle: a lone
 synchronous producer) has its group written at once in its own turn of the loop, when its
@@ -34,8 +34,8 @@ GATHER_TURNS = 4
 """Loop turns a group may wait, before it is written, for as many waiting writers as the
 last group had. Producers woken together by one group's sync answer a moment apart (each a
 process of its own, on a busy machine), and the first to answer would otherwise make a group
-of one. 8 synchronous STOMP producers here: ~2.7 sends per fsync, ~4.8 with the wait;
-+40% msg/s, p99 2.3 -> 1.7 ms, a fifth less CPU per message. A lone producer never waits
+of one; waiting, groups are larger and synchronous producers faster
+(docs/performance-notes.md). A lone producer never waits
 (the last group had one), and the wait is a few turns of the loop, never a timer."""
 RETRY_S = 2.0
 """While writes fail: how often the probe tries on its own."""

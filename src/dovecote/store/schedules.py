@@ -1,4 +1,4 @@
-"""Where the scheduler keeps its jobs (SPEC D5): a contract, a memory store and a log file.
+"""Where the scheduler keeps its jobs (compatibility D5): a contract, a memory store and a log file.
 
 ActiveMQ keeps its job scheduler in a store of its own beside the message store (a second
 KahaDB under the data directory, whatever the persistence adapter, JDBC included); so does
@@ -39,7 +39,7 @@ least ``COMPACT_MIN_BYTES``), it is rewritten: the live jobs as one frame in a n
 synced, then renamed over the old one, and the directory synced.
 
 Every ``write`` is fsynced before it returns (unless disk syncs are off in the
-configuration): a scheduled persistent send's response or receipt follows it (SPEC M7).
+configuration): a scheduled persistent send's response or receipt follows it (compatibility M7).
 Writes made while one group is being synced form the next group: one write and one fsync
 for all of them (each still a frame of its own).
 """

@@ -1,4 +1,4 @@
-"""``auto://`` (SPEC P4): one port for OpenWire and STOMP, told apart by the first byte.
+"""``auto://`` (compatibility P4): one port for OpenWire and STOMP, told apart by the first byte.
 
 An OpenWire client opens with a size-prefixed WireFormatInfo, whose first byte is the high
 byte of a small int32 size: 0x00. A STOMP client opens with a command (a letter) or an EOL.

@@ -1,5 +1,5 @@
-"""The OpenWire listener (SPEC P2, P3): a connection stream (transport/stream.py) around the
-sans-I/O codec and converter.
+"""The OpenWire listener (compatibility P2, P3): a connection stream (transport/stream.py) around
+the sans-I/O codec and converter.
 
 On accept the broker sends its WireFormatInfo and a BrokerInfo at once; the client's first
 frame must be its WireFormatInfo, after which both sides speak the negotiated format (loose,

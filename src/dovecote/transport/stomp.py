@@ -7,7 +7,7 @@ each in turn, so a RECEIPT is written only after the broker finished the frame's
 receipt: it is admitted (flow control) in turn, but its store write and routing run in a task
 while the next frames are read, so that a producer's stream of such sends shares fsyncs;
 any other frame first waits for those tasks, in order. Dispatches arrive through a
-synchronous sink and are written straight to the socket buffer. Heart-beats (SPEC P1): a
+synchronous sink and are written straight to the socket buffer. Heart-beats (compatibility P1): a
 ticker writes an EOL when we owe one, and a watchdog drops a client that has been silent
 longer than the negotiated interval times the grace factor; one that sends no CONNECT within
 ``connect_attempt_timeout_ms`` is dropped (ActiveMQ's connectAttemptTimeout). Any protocol or
@@ -47,9 +47,8 @@ MAX_PIPELINED_BATCHES = 64
 MAX_PIPELINED_BYTES = 4 * 1024 * 1024
 """... and their bytes (ActiveMQ's journal writes up to 4 MB at a time). What is under way
 while a group is synced makes the next group: large messages come one per read, so 16
-batches (the earlier bound) were 1.6 MB of 100 KiB ones and the disk's syncs came too
-often (measured in alternating pairs: 100 KiB persistent sends +7% msg/s, p50 52 -> 67 ms
-against ActiveMQ's ~400; 1 KiB async sends +25%, p50 229 -> 154 ms)."""
+batches (the earlier bound) held too few large messages and the disk's syncs came too
+often (docs/performance-notes.md)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Who may use the console port, and from which page (SPEC O3: the admin API behind the
+"""Who may use the console port, and from which page (compatibility O3: the admin API behind the
 broker's users). ``AccessGuard`` wraps the admin app; every request passes, in order:
 
 1. Host: the Host header must name this console (an IP address, localhost, the name it is

@@ -1,4 +1,4 @@
-"""The broker's admin API (SPEC O1): JSON over HTTP on the console port (8161), and
+"""The broker's admin API (compatibility O1): JSON over HTTP on the console port (8161), and
 Prometheus metrics. It runs inside the broker's event loop, so every handler reads the
 broker's state directly and consistently; nothing here blocks.
 
@@ -10,7 +10,7 @@ broker's state directly and consistently; nothing here blocks.
     POST   /api/queues/{name}/purge              remove every waiting message
     DELETE /api/{queues|topics}/{name}           remove the destination
     GET    /api/connections                      open connections
-    GET    /api/scheduler/jobs[?start=&end=]     scheduled messages (SPEC D5), by next time
+    GET    /api/scheduler/jobs[?start=&end=]     scheduled messages (compatibility D5), by next time
     DELETE /api/scheduler/jobs/{id}              cancel one scheduled message
     DELETE /api/scheduler/jobs[?start=&end=]     cancel all (next time within the range)
     GET    /metrics                              Prometheus text format

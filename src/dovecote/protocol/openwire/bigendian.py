@@ -1,7 +1,7 @@
 """Big-endian numbers read byte by byte, for the codecs' hot paths (the frame splitter, the
 straight readers). Compiled, this is native integer arithmetic, where a struct
-``unpack_from`` is a call through a bound method that builds a tuple (about ten per message
-frame: 7% of the broker's instructions per OpenWire message). Past the end they raise
+``unpack_from`` is a call through a bound method that builds a tuple, about ten times per
+message frame. Past the end they raise
 IndexError, as indexing does."""
 
 from __future__ import annotations

@@ -146,7 +146,7 @@ class DispatchFrames:
         counter = _int(redelivered)  # the dispatch's own redeliveryCounter
         # Each part's length by name, then one bytes %-format: compiled, both are native
         # (the format is a single copy of each part into the result), where a list summed
-        # with sum(map(len, ...)) and joined cost a sixth of the broker's instructions per
+        # with sum(map(len, ...)) and joined was a large share of the broker's cost per
         # message. A part left out of either shows in the table test as different bytes.
         size = (
             _FIXED_SIZE

@@ -3,7 +3,7 @@
 This plays the part of ActiveMQ's ProtocolConverter: ``on_frame`` turns a client frame into a
 ``StompRequest`` (core commands for the broker, then a frame to send back once they
 succeeded); ``on_dispatch`` turns a broker dispatch into a MESSAGE frame; ``error_frame``
-renders a failure. What STOMP leaves to the server follows ActiveMQ 5.17 (SPEC P1):
+renders a failure. What STOMP leaves to the server follows ActiveMQ 5.17 (compatibility P1):
 
 - SEND without ``content-length`` is a text message, with it a bytes message.
 - ``persistent`` defaults to false; ``expires`` is an absolute time in ms; unknown headers

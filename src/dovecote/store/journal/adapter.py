@@ -1,4 +1,4 @@
-"""The journal store (SPEC M2), KahaDB's design: an append-only journal as the truth and an
+"""The journal store (compatibility M2), KahaDB's design: an append-only journal as the truth and an
 LMDB index as its view. FORMAT.md beside this file describes the bytes on disk.
 
 ``write`` hands a batch to the group writer: every batch queued at that moment is appended
@@ -69,11 +69,11 @@ LOCK_POLL_S: Final = 0.5
 REPLAY_TXN_RECORDS: Final = 1000
 INDEX_DELAY_S: Final = 0.02
 """How long written groups may wait for the index to catch up with them. Each catch-up is
-an LMDB transaction whose cost is mostly fixed: at 2 ms a lone sync producer paid one every
-few messages (measured: 20 ms gave it 8-10% more messages/s and ~25 us less CPU each)."""
+an LMDB transaction whose cost is mostly fixed: at a few ms a lone sync producer paid one
+every few messages (docs/performance-notes.md)."""
 INDEX_DELAY_OPS: Final = 256
 """... or how many operations: past this many the writer applies them at once (kept small
-so that one catch-up is a short pause: at 2,048, transacted batches' p99 rose ~15%)."""
+so that one catch-up is a short pause: larger, it shows in transacted batches' p99)."""
 INDEX_AT_ONCE_BYTES: Final = 64 * 1024
 """A group whose records are larger than this is applied at once, when they are mostly
 message bodies: ...
@@ -82,8 +82,7 @@ INDEX_AT_ONCE_BYTES_PER_ADD: Final = 16 * 1024
 """... more than this many bytes per message added (the removals that share the group are
 small). A transaction's commit of a hundred 1 KiB messages is as large, but its adds are
 index work that waits, and a message consumed before the catch-up never reaches the index
-(applied at once, transacted batches of 100 spent two fifths of the broker's instructions in
-the index)."""
+(applied at once, the index took much of transacted batches' cost)."""
 
 
 def _adds(records: list[tuple[Location, list[JournalOp]]]) -> int:
@@ -370,7 +369,7 @@ class JournalPersistenceAdapter:
         self._unapplied_head = head
         if size > INDEX_AT_ONCE_BYTES and size > _adds(written) * INDEX_AT_ONCE_BYTES_PER_ADD:
             # Mostly message bodies: little index work beside its fsync, and deferred it
-            # costs more than it saves (measured with 100 KiB messages: 8% slower).
+            # costs more than it saves.
             with contextlib.suppress(StoreFailedError):  # written: the index catches up later
                 self._catch_up()
         elif self._catch_up_timer is None:

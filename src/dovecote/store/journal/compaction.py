@@ -34,7 +34,7 @@ def compaction_ops(
     Few means by count, and by bytes: a small share of the file, or of a journal that is
     mostly dead. A backlog nobody has taken yet fills its files and the journal: moving
     it would free nothing (it fills the new files as it filled the old) but write it
-    again, after every group (a 100 KiB backlog fell to ~16 msg/s so). Messages that
+    again, after every group, and slow the backlog to a crawl. Messages that
     fill the oldest file but are a small part of a journal consumed around them (a DLQ,
     say) would pin every newer file for ever: they move, about once per three times
     their size of traffic."""

@@ -192,9 +192,8 @@ class DataFiles:
         (skipped when ``disk_syncs`` is off, and then left for the next sync to cover).
 
         A fast fsync runs right here in the event loop: handing it to a worker thread and
-        back costs more than the fsync itself on a fast disk (measured on a 2-core machine:
-        sync sends from one producer went from ~1,000 to ~1,400/s, from eight from ~2,950
-        to ~3,650/s). A slow disk must not stall every connection, so once fsyncs average
+        back costs more than the fsync itself on a fast disk (docs/performance-notes.md).
+        A slow disk must not stall every connection, so once fsyncs average
         over ``INLINE_SYNC_LIMIT_S`` they move to a worker thread (and back if they speed
         up again). A group of more than ``INLINE_SYNC_MAX_BYTES`` always goes to the
         thread."""
@@ -418,8 +417,8 @@ class SyncThread:
     """A thread of its own for the fsyncs that would stall the event loop. The loop's
     default executor costs more than the disk here: its submit, work item, future with a
     condition, the asyncio future chained to it and the checks on the callable are all
-    interpreted Python, twice a thread switch (~40 us of CPU per fsync, compiled broker);
-    this is a queue put, and one call back into the loop."""
+    interpreted Python, twice a thread switch; this is a queue put, and one call back into
+    the loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

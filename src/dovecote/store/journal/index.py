@@ -14,7 +14,7 @@ LMDB's key order is send order):
   the broker's order, which the broker pages in from a position a window at a time.
 - ``qstat``: destination -> (message count, bytes) of each queue that holds messages, as of
   ``exact_totals_at`` in ``meta``. The counts live in memory and are written at a clean close
-  only (a write per batch cost ~10 us a message); when that is not ``applied``
+  only (a write per batch would cost every message); when that is not ``applied``
   (a crash came after it), opening counts them again from ``qseq``. In memory, a write
   transaction's changes to them are held apart and taken in only once it commits
   (``begin``/``commit``/``abort``): a failed commit, retried, must not count twice.
@@ -237,8 +237,7 @@ class Index:
         for location, ops in records:
             # Each file noted once per run of its records (they come in file order), not once
             # per record, and a record left with nothing to apply costs nothing: a catch-up
-            # after a lone synchronous producer is mostly such records (66 sends and their
-            # removals: 160 -> 100 us).
+            # after a lone synchronous producer is mostly such records.
             if location.file_id != noted:
                 noted = location.file_id
                 self.note_file(txn, noted)

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import msgpack
 
-# zlib-ng's CRC-32 is zlib's, bit for bit, ~15x faster (SIMD): 1.6 against 23 us for 100 KiB.
+# zlib-ng's CRC-32 is zlib's, bit for bit, and many times faster (SIMD).
 from zlib_ng.zlib_ng import crc32
 
 from dovecote.core.destinations import parse_destination
@@ -164,8 +164,7 @@ def encode_batch(ops: Sequence[JournalOp]) -> bytes:
 class BatchEncoder:
     """``encode_batch`` for the hot path: the record as its header and a view of the packed
     payload, to be written together (``os.pwritev``). The payload, message bodies and all,
-    is not copied out of the packer nor joined to its header: two copies fewer per record
-    (measured: 35 -> 29 us for one 100 KiB message, CRC included)."""
+    is not copied out of the packer nor joined to its header: two copies fewer per record."""
 
     def __init__(self) -> None:
         self._packer = msgpack.Packer(autoreset=False, use_bin_type=True)

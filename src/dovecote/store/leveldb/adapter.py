@@ -1,4 +1,4 @@
-"""The LevelDB store (SPEC M5): the store contract in one LevelDB database through plyvel,
+"""The LevelDB store (compatibility M5): the store contract in one LevelDB database through plyvel,
 laid out as FORMAT.md beside this file says.
 
 ``write`` hands a batch to the group writer; every batch queued at that moment becomes one

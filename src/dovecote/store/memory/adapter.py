@@ -1,4 +1,4 @@
-"""The memory store (SPEC M1): the store contract over dicts, nothing on disk.
+"""The memory store (compatibility M1): the store contract over dicts, nothing on disk.
 
 With ``persistent = false`` the broker runs on this one; it is also the reference the
 contract suite holds every other adapter to. State lives as long as the process.

@@ -1,4 +1,4 @@
-"""The SQL store (SPEC M3), the design of ActiveMQ's JDBC store over SQLAlchemy Core:
+"""The SQL store (compatibility M3), the design of ActiveMQ's JDBC store over SQLAlchemy Core:
 SQLite by default (a file under the data directory), PostgreSQL as the server.
 
 Every database call runs on one worker thread, so the event loop never blocks and SQLite's

@@ -1,4 +1,4 @@
-"""The journaled SQL store (SPEC M4): a fast journal in front of the SQL store.
+"""The journaled SQL store (compatibility M4): a fast journal in front of the SQL store.
 
 A write is appended to journal data files (the same record format as the journal store,
 see ../journal/FORMAT.md) and fsynced with its group; the operations also gather in a

@@ -1,4 +1,4 @@
-"""The SQL store's tables (SPEC M3), named and shaped as ActiveMQ's JDBC store names them,
+"""The SQL store's tables (compatibility M3), named and shaped as ActiveMQ's JDBC store names them,
 with the few columns dovecote adds marked as such. All SQL lives here and in adapter.py,
 written with SQLAlchemy Core so the same statements run on SQLite and PostgreSQL.
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from dovecote.broker.consumer import Consumer
 from dovecote.broker.queue import Queue
 from dovecote.core.commands import AckType, ConsumerInfo, MessageAck, MessageDispatch
 from dovecote.core.destinations import queue
+from dovecote.core.errors import BrokerError
 from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
 from dovecote.core.message import Message
 from dovecote.store.api import QueuePage
@@ -279,3 +282,35 @@ def test_acks_one_at_a_time_keep_the_in_flight_map_compact() -> None:
             assert left == [f"m{i}" for i in range(990, 1000)]
             assert sys.getsizeof(c.inflight) * 4 < full_size
     assert not c.inflight and len(got) == 1100
+
+
+def _in_flight(count: int) -> Consumer:
+    q = Queue(Q)
+    c, _ = make_consumer(1, prefetch=100)
+    q.add_consumer(c)
+    fill(q, count)
+    q.dispatch(0)
+    return c
+
+
+def test_a_standard_ack_covers_its_range_from_its_first_message() -> None:
+    c = _in_flight(5)
+    ack = MessageAck(c.info.consumer_id, AckType.STANDARD, "m3", first_message_id="m2",
+                     message_count=2)  # fmt: skip
+    assert [e.message_id for e in c.acked_entries(ack)] == ["m2", "m3"]
+
+
+@pytest.mark.parametrize(
+    ("first", "count", "reason"),
+    [("m2", 1, r"expected message count \(1\) differs"), ("gone", 1, "no message gone")],
+)
+def test_an_ack_that_does_not_match_the_dispatched_acks_nothing(
+    first: str, count: int, reason: str
+) -> None:
+    """As ActiveMQ (a client's ack from before a failover, say): refused, nothing acked."""
+    c = _in_flight(5)
+    ack = MessageAck(c.info.consumer_id, AckType.STANDARD, "m3", first_message_id=first,
+                     message_count=count)  # fmt: skip
+    with pytest.raises(BrokerError, match=reason):
+        c.acked_entries(ack)
+    assert len(c.inflight) == 5

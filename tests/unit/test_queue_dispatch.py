@@ -1,5 +1,5 @@
 """The queue's dispatch rules without sockets or a broker: windows, round robin, priority,
-selectors, groups and exclusive consumers (SPEC C2, C8)."""
+selectors, groups and exclusive consumers (compatibility C2, C8)."""
 
 from __future__ import annotations
 

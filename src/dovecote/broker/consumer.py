@@ -3,7 +3,7 @@
 An ``Entry`` is one message waiting in a destination (a queue, or one topic subscription's
 pending list) with the redelivery counter the broker keeps for it. Dispatching moves the
 entry into a consumer's in-flight map until an ack settles it or the consumer leaves and
-the destination takes it back (SPEC C2, C4, R1).
+the destination takes it back (compatibility C2, C4, R1).
 """
 
 from __future__ import annotations

@@ -82,11 +82,12 @@ def read_message(
     decoded: dict[Location, dict[int, Message]] | None = None,
 ) -> Message:
     """Message ``seq`` of the record at ``location`` (``decoded`` keeps records read)."""
-    if decoded is None:
-        adds = added_messages(files.read_payload(location))
-    elif (adds := decoded.get(location)) is None:
-        adds = decoded[location] = added_messages(files.read_payload(location))
-    message = adds.get(seq)
+    kept = decoded.get(location) if decoded is not None else None
+    if kept is None:
+        kept = added_messages(files.read_payload(location))
+        if decoded is not None:
+            decoded[location] = kept
+    message = kept.get(seq)
     if message is None:
         raise OSError(f"journal record at {location} has no message {seq}")
     return message

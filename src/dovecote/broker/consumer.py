@@ -232,8 +232,8 @@ class Consumer:
         # (a cumulative ack) steps over every one: settled in dispatch order, they pile up in
         # front of the live ones, up to two thirds of the most the dict ever held. A copy has
         # none; made once 4*sqrt(live) have been deleted, its cost spread over those deletes
-        # is about that of the shorter walk. (A Java consumer acking each message, a thousand
-        # in flight: 1.7k instructions per ack to reach the first entry, now 0.8k + 0.5k.)
+        # is about that of the shorter walk (a Java consumer acks each message, with a
+        # thousand in flight).
         deleted = self._deleted
         if deleted >= 64 and deleted * deleted >= 16 * len(inflight):
             self.inflight = dict(inflight)

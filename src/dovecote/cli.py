@@ -3,7 +3,7 @@ commands are client tools (produce, consume, browse, purge, dstat).
 
 argparse rather than typer: typer validates its options through pydantic, which the broker
 process would carry for as long as it runs; argparse comes with Python and costs nothing
-further (figures: docs/performance-notes.md).
+further (figures: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def tune_collector() -> None:
     under load no longer walks it. And a message's objects die by reference counting as
     soon as it is delivered, yet every 700 allocations (the default) still set off a young
     collection; at YOUNG_COLLECTION_THRESHOLD they rarely do. Cycles are rare on the message
-    path: garbage waits no longer to speak of (figures: docs/performance-notes.md)."""
+    path: garbage waits no longer to speak of (figures: docs/performance.md)."""
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from msgspec import Meta, Struct
 
 # msgspec rather than pydantic: the same typed, validated, frozen tree for a fraction of the
-# memory pydantic's import and first model take (docs/performance-notes.md).
+# memory pydantic's import and first model take (docs/performance.md).
 NonNegative = Annotated[int, Meta(ge=0)]
 Positive = Annotated[int, Meta(gt=0)]
 Port = Annotated[int, Meta(ge=0, le=65535)]

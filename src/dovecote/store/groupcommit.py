@@ -35,7 +35,7 @@ GATHER_TURNS = 4
 last group had. Producers woken together by one group's sync answer a moment apart (each a
 process of its own, on a busy machine), and the first to answer would otherwise make a group
 of one; waiting, groups are larger and synchronous producers faster
-(docs/performance-notes.md). A lone producer never waits
+(docs/performance.md). A lone producer never waits
 (the last group had one), and the wait is a few turns of the loop, never a timer."""
 RETRY_S = 2.0
 """While writes fail: how often the probe tries on its own."""

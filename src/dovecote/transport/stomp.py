@@ -48,7 +48,7 @@ MAX_PIPELINED_BYTES = 4 * 1024 * 1024
 """... and their bytes (ActiveMQ's journal writes up to 4 MB at a time). What is under way
 while a group is synced makes the next group: large messages come one per read, so 16
 batches (the earlier bound) held too few large messages and the disk's syncs came too
-often (docs/performance-notes.md)."""
+often (docs/performance.md)."""
 
 
 @dataclass(frozen=True, slots=True)

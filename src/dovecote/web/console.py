@@ -1,7 +1,7 @@
 """The console port, bound at start-up, served from its first connection on.
 
 The admin API (web/admin.py: Starlette, uvicorn and prometheus-client) is a sizeable share
-of an idle broker's memory (docs/performance-notes.md), for a port most brokers rarely see
+of an idle broker's memory (docs/performance.md), for a port most brokers rarely see
 a request on. So the port is bound and listening from the start (connections queue in its backlog,
 as they do in any server's), and the admin modules load when the first connection arrives:
 in a thread, so that the broker's loop goes on serving messages meanwhile, then uvicorn

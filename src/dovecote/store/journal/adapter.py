@@ -70,7 +70,7 @@ REPLAY_TXN_RECORDS: Final = 1000
 INDEX_DELAY_S: Final = 0.02
 """How long written groups may wait for the index to catch up with them. Each catch-up is
 an LMDB transaction whose cost is mostly fixed: at a few ms a lone sync producer paid one
-every few messages (docs/performance-notes.md)."""
+every few messages (docs/performance.md)."""
 INDEX_DELAY_OPS: Final = 256
 """... or how many operations: past this many the writer applies them at once (kept small
 so that one catch-up is a short pause: larger, it shows in transacted batches' p99)."""

@@ -192,7 +192,7 @@ class DataFiles:
         (skipped when ``disk_syncs`` is off, and then left for the next sync to cover).
 
         A fast fsync runs right here in the event loop: handing it to a worker thread and
-        back costs more than the fsync itself on a fast disk (docs/performance-notes.md).
+        back costs more than the fsync itself on a fast disk (docs/performance.md).
         A slow disk must not stall every connection, so once fsyncs average
         over ``INLINE_SYNC_LIMIT_S`` they move to a worker thread (and back if they speed
         up again). A group of more than ``INLINE_SYNC_MAX_BYTES`` always goes to the

@@ -279,6 +279,9 @@ class Connection:
                     continue
                 # Only now may waiting sends go on: producers and consumers exist again.
                 self._connected.set()
+                if self.started:
+                    for consumer in list(self._consumers.values()):
+                        consumer._start()
                 return
             attempts += 1
             if 0 <= failover.maxReconnectAttempts <= attempts:

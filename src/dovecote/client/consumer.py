@@ -141,7 +141,10 @@ class MessageConsumer(DeliveredAcks):
         self._buffer.put(dispatch)
 
     def _drop_prefetched(self) -> None:
-        """After a failover the new broker dispatches again what was only prefetched."""
+        """After a failover the new broker dispatches again what was only prefetched. Nothing
+        is handed out until the replay is done (as Java's transport interruption): an ack
+        made meanwhile would be dropped as stale, and the consumer's window never reopen."""
+        self._buffer.set_running(False)
         self._buffer.clear()
         with self._delivered_lock:
             self._pending_ack = None

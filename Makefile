@@ -56,10 +56,10 @@ endif
 ifeq ($(wildcard /usr/share/zookeeper/bin/zkServer.sh),)
 APT_PACKAGES += zookeeper
 endif
-# RabbitMQ 3.10 with its STOMP plugin: the benchmark's second peer (make bench only).
-BENCH_APT_PACKAGES :=
+# RabbitMQ 3.10 with its STOMP plugin: the benchmark's second peer, and the tests of the
+# harness that drive it.
 ifeq ($(shell command -v rabbitmq-server),)
-BENCH_APT_PACKAGES += rabbitmq-server
+APT_PACKAGES += rabbitmq-server
 endif
 
 system-deps:
@@ -70,11 +70,6 @@ ifneq ($(strip $(APT_PACKAGES)),)
 endif
 
 bench-deps: system-deps
-ifneq ($(strip $(BENCH_APT_PACKAGES)),)
-	@echo "installing with apt-get:$(BENCH_APT_PACKAGES)"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BENCH_APT_PACKAGES) >/dev/null
-endif
 
 # make run CONFIG=path/to/dovecote.toml: the broker with that configuration;
 # EXTRAS="leveldb postgresql": with those extras installed too (pyproject.toml lists them).

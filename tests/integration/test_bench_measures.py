@@ -1,7 +1,7 @@
 """The benchmark's own measuring pieces (bench/runtimes.py and the harness's child-CPU and
 bound figures, the disk probes, the table with its peers, the RabbitMQ peer and the network
 pairs), on real processes: a figure in bench/RESULTS.md is only as good as these. The
-RabbitMQ tests need Debian's rabbitmq-server (``make bench-deps``) and skip without it."""
+RabbitMQ tests need Debian's rabbitmq-server (installed by ``make test``) and skip without it."""
 
 from __future__ import annotations
 

@@ -7,14 +7,17 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from dovecote.config import load_config
 from dovecote.config.logging import PLAIN_FORMAT, logging_dict
+from ports import free_port
 
 DOVECOTE = [sys.executable, "-m", "dovecote"]
 PLAIN_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING|DEBUG) +[\w.]+: ")
@@ -67,6 +70,39 @@ def test_json_lines_to_a_file(tmp_path: Path) -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", records[0]["time"])
     assert any("stopped" in r["message"] and r["level"] == "INFO" for r in records)
     assert all(r["logger"].startswith("dovecote") for r in records)
+
+
+def test_the_admin_servers_warnings_follow_the_section(tmp_path: Path) -> None:
+    """uvicorn's own lines (here its warning for a request that is not HTTP) go where
+    [logging] says, in its format, not to stderr in uvicorn's."""
+    (tmp_path / "dovecote.toml").write_text('[logging]\nformat = "json"\nfile = "d.log"\n')
+    console = free_port()
+    proc = subprocess.Popen(
+        [*DOVECOTE, "broker", "--config", "dovecote.toml", "--stomp-port", "0",
+         "--openwire-port", "0", "--console-port", str(console)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("dovecote ready:")
+        with socket.create_connection(("127.0.0.1", console), timeout=10) as sock:
+            sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+            assert sock.recv(100).startswith(b"HTTP/1.1 400")
+        deadline = time.monotonic() + 20
+        warned: list[dict[str, str]] = []
+        while not warned and time.monotonic() < deadline:
+            records = [json.loads(line) for line in (tmp_path / "d.log").read_text().splitlines()]
+            warned = [r for r in records if r["logger"].startswith("uvicorn")]
+            time.sleep(0.05)
+        assert warned and warned[0]["level"] == "WARNING", warned
+        assert "Invalid HTTP request" in warned[0]["message"]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert err == ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_a_file_and_stderr_too(tmp_path: Path) -> None:

@@ -338,6 +338,8 @@ class AdminServer:
         app = admin_app(broker, access or ConsoleAccess(), self.history)
         self._config = uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="off",
+            # No logging setup of uvicorn's own: its lines go where [logging] says.
+            log_config=None,
             # HTTPS with the broker's own context ([tls], made by the app).
             ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None,
         )  # fmt: skip

@@ -25,6 +25,7 @@ from activemq import running_activemq
 from brokers import BrokerProcess, running_broker
 from dovecote.client import ConnectionFactory, JavaInt
 from dovecote.core.destinations import queue
+from tcpproxy import TcpProxy
 
 
 @dataclass
@@ -194,59 +195,24 @@ def test_produce_names_a_bad_header_or_property() -> None:
     assert bad.stderr == "dovecote: cannot read /nonexistent/body.txt: No such file or directory\n"
 
 
-class CountingProxy:
-    """A TCP proxy that counts the bytes the broker sends through it."""
-
-    def __init__(self, upstream: int) -> None:
-        self.upstream = upstream
-        self.from_broker = 0
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.sockets: list[socket.socket] = [self.server]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            broker = socket.create_connection(("127.0.0.1", self.upstream))
-            self.sockets += [client, broker]
-            for source, sink, counted in ((client, broker, False), (broker, client, True)):
-                threading.Thread(target=self._pipe, args=(source, sink, counted),
-                                 daemon=True).start()  # fmt: skip
-
-    def _pipe(self, source: socket.socket, sink: socket.socket, counted: bool) -> None:
-        try:
-            while data := source.recv(65536):
-                if counted:
-                    self.from_broker += len(data)
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                sock.close()
-
-    def close(self) -> None:
-        for sock in self.sockets:
-            sock.close()
-
-
 def test_browse_reads_only_what_it_shows(url: str) -> None:
     """2,000 messages of 4 KiB (8 MiB) on the queue: browsing 5 takes a few KiB from the
     broker (the browser's prefetch is the limit), not the queue's 8 MiB (nor the client's
     default browser prefetch of 500 messages, 2 MiB)."""
     name = f"browse.{uuid.uuid4().hex[:8]}"
     tool("produce", name, "--url", url, "--count", "2000", "--size", "4096", "--no-persistent")
-    proxy = CountingProxy(int(url.rsplit(":", 1)[1]))
+    from_broker = [0]
+
+    def count(from_client: bool, data: bytes) -> None:
+        from_broker[0] += 0 if from_client else len(data)
+
+    proxy = TcpProxy(int(url.rsplit(":", 1)[1]), lambda: count)
     try:
         out = tool("browse", name, "--url", f"tcp://127.0.0.1:{proxy.port}", "--limit", "5")
     finally:
         proxy.close()
     assert "Browsed: 5 messages" in out
-    assert proxy.from_broker < 25 * 4096, proxy.from_broker
+    assert from_broker[0] < 25 * 4096, from_broker[0]
     assert "Queue Size" in (table := tool("dstat", "queue", "--url", url))
     assert dstat_row(table, name)["Queue Size"] == 2000
 

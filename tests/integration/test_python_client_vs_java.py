@@ -6,13 +6,12 @@ concern, must be the same list."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from dovecote.client import (
 from dovecote.protocol.openwire import NEED_DATA, FrameReader, Marshaller, Structure
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.primitives import decode_map, decode_text_body
+from tcpproxy import TcpProxy
 
 JAVA = Path(__file__).parent.parent / "java" / "WireScenarios.java"
 ID_KINDS = {t.CONNECTION_ID: "connection", t.SESSION_ID: "session", t.CONSUMER_ID: "consumer",
@@ -104,56 +104,32 @@ class Recording:
         return out
 
 
-class RecordingProxy:
+class RecordingProxy(TcpProxy):
     """A TCP proxy in front of the broker that records every connection through it."""
 
     def __init__(self, upstream: int) -> None:
-        self.upstream = upstream
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
         self.recordings: list[Recording] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(upstream, self._record)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            broker = socket.create_connection(("127.0.0.1", self.upstream))
-            recording = Recording()
-            self.recordings.append(recording)
-            threading.Thread(target=self._pipe, args=(client, broker, recording, True),
-                             daemon=True).start()  # fmt: skip
-            threading.Thread(target=self._pipe, args=(broker, client, recording, False),
-                             daemon=True).start()  # fmt: skip
+    def _record(self) -> Callable[[bool, bytes], None]:
+        recording = Recording()
+        self.recordings.append(recording)
+        readers = {True: (FrameReader(), Marshaller()), False: (FrameReader(), Marshaller())}
 
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket, recording: Recording,
-              from_client: bool) -> None:  # fmt: skip
-        frames, marshaller = FrameReader(), Marshaller()
-        marshaller.version = 12
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-                frames.receive_data(data)
-                while (frame := frames.next_frame()) is not NEED_DATA:
-                    command = marshaller.parse_body(frame)
-                    if from_client:
-                        recording.sent.append(command)
-                        if command.type in SENDS:
-                            recording.learn(command)
-                    elif command.type == t.MESSAGE_DISPATCH and command["message"] is not None:
-                        recording.learn(command["message"])
-        except OSError:
-            pass
-        finally:
-            for s in (source, sink):
-                with suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
+        def tap(from_client: bool, data: bytes) -> None:
+            frames, marshaller = readers[from_client]
+            marshaller.version = 12
+            frames.receive_data(data)
+            while (frame := frames.next_frame()) is not NEED_DATA:
+                command = marshaller.parse_body(frame)
+                if from_client:
+                    recording.sent.append(command)
+                    if command.type in SENDS:
+                        recording.learn(command)
+                elif command.type == t.MESSAGE_DISPATCH and command["message"] is not None:
+                    recording.learn(command["message"])
 
-    def close(self) -> None:
-        self.server.close()
+        return tap
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,55 @@
+"""A TCP proxy on loopback for tests that watch what passes between a client and a broker.
+
+``TcpProxy(upstream, tap)`` listens on a free port and connects every client it accepts to
+``upstream``; ``tap()`` is called once per connection and returns the function that sees each
+chunk as it passes, with ``True`` for what the client sent and ``False`` for the broker's."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+
+Tap = Callable[[bool, bytes], None]
+
+
+class TcpProxy:
+    def __init__(self, upstream: int, tap: Callable[[], Tap]) -> None:
+        self.upstream = upstream
+        self._tap = tap
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self._sockets: list[socket.socket] = [self.server]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            broker = socket.create_connection(("127.0.0.1", self.upstream))
+            self._sockets += [client, broker]
+            tap = self._tap()
+            for source, sink, from_client in ((client, broker, True), (broker, client, False)):
+                threading.Thread(target=self._pipe, args=(source, sink, tap, from_client),
+                                 daemon=True).start()  # fmt: skip
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket, tap: Tap, from_client: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+                tap(from_client, data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        for sock in self._sockets:
+            with suppress(OSError):
+                sock.close()

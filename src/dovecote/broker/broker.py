@@ -139,11 +139,8 @@ class Broker:
         else:
             recovered = self.store.recover()
             self.regions.load(recovered)
-        log.info(
-            "recovered %d queues and %d durable subscriptions",
-            len(recovered.queues),
-            len(recovered.subscriptions),
-        )
+        log.info("recovered %d queues and %d durable subscriptions",
+                 len(recovered.queues), len(recovered.subscriptions))  # fmt: skip
         if self.settings.expire_messages_period_ms > 0:
             self._sweeper = asyncio.create_task(self._sweep_expired_forever())
         await self.plugins.start(self)
@@ -232,7 +229,7 @@ class Broker:
             case MessagePull():
                 await self._pull(command)
             case ConsumerInfo():
-                await self._add_consumer(state, command)
+                await self._add_consumer(state, command, accepted)
             case ProducerInfo(producer_id=producer_id, destination=destination):
                 await self.plugins.on_add_producer(state, command)
                 state.producers[producer_id] = destination
@@ -452,14 +449,14 @@ class Broker:
 
     # -- consumers -------------------------------------------------------------------------
 
-    async def _add_consumer(self, state: ConnectionState, info: ConsumerInfo) -> None:
+    async def _add_consumer(
+        self, state: ConnectionState, info: ConsumerInfo, accepted: Accepted = None
+    ) -> None:
         if info.consumer_id in self._consumers:
             raise BrokerError(f"consumer {info.consumer_id} already exists")
         destination = info.destination
         if destination.is_composite and destination.is_queue:
-            raise InvalidDestinationError(
-                f"cannot consume from composite destination {destination}"
-            )
+            raise InvalidDestinationError(f"cannot consume from composite queue {destination}")
         self.check_usable(destination)
         owner = self._temp_owners.get(destination)
         if owner is not None and owner != state.info.connection_id:
@@ -474,6 +471,8 @@ class Broker:
         state.consumers.add(info.consumer_id)
         await self.regions.announce_created()
         await self.plugins.on_consumer_added(state, info)
+        if accepted is not None:
+            accepted()  # answered before the first dispatch, as ActiveMQ answers
         await self.regions.dispatch(record.origin)
 
     async def _remove_consumer(

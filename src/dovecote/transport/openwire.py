@@ -28,7 +28,7 @@ from typing import Final
 
 from dovecote.broker.broker import Broker
 from dovecote.broker.connection import Peer
-from dovecote.core.commands import MessageAck, MessageDispatch, SendMessage
+from dovecote.core.commands import ConsumerInfo, MessageAck, MessageDispatch, SendMessage
 from dovecote.core.errors import (
     BrokerError,
     DovecoteError,
@@ -71,6 +71,9 @@ from dovecote.transport.peerlog import PEER_LOG, ConnectionBudget, peer_address
 from dovecote.transport.stream import Stream
 
 log = logging.getLogger("dovecote.openwire")
+_EARLY: Final = (SendMessage, ConsumerInfo)
+"""Commands answered as soon as the broker has taken them: a send once stored, before its
+dispatch; a consumer once attached, before its first dispatch (as ActiveMQ answers)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,13 +376,12 @@ class OpenWireConnection:
             state.closer = self.out.close
             self._registered = request.connect.connection_id
         reply, commands = request.reply, request.commands
-        # A send's Response goes as soon as the broker has the message, before its dispatch.
-        early = reply is not None and len(commands) == 1 and isinstance(commands[0], SendMessage)
+        early = reply is not None and len(commands) == 1 and isinstance(commands[0], _EARLY)
         self._response = reply if early else None
         try:
             for command in commands:
                 await self.broker.process(self.converter.connection_id, command,
-                                          self._stored if early else None)  # fmt: skip
+                                          self._taken if early else None)  # fmt: skip
         except BaseException:
             self._response = None  # the error answers it
             raise
@@ -424,8 +426,9 @@ class OpenWireConnection:
         await self.broker.wait_for_room(request.held_for)
         self._write(request.producer_ack)
 
-    def _stored(self) -> None:
-        """The send waited for is stored: its Response now (``_handle_request``)."""
+    def _taken(self) -> None:
+        """The command waited for is taken (a send stored, a consumer attached): its Response
+        now (``_handle_request``)."""
         response = self._response
         if response is not None:
             self._response = None

@@ -24,10 +24,11 @@ import ssl
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Final
 
 from dovecote.broker.broker import Broker
 from dovecote.broker.connection import Peer
-from dovecote.core.commands import MessageDispatch, SendMessage
+from dovecote.core.commands import ConsumerInfo, MessageDispatch, SendMessage
 from dovecote.core.errors import DovecoteError, ProtocolError, peer_error
 from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
 from dovecote.protocol.stomp.converter import StompConverter, StompRequest
@@ -41,6 +42,9 @@ REFUSABLE_COMMANDS = frozenset(
 """Frames whose refusal (an ERROR) leaves the connection open, as in ActiveMQ."""
 
 log = logging.getLogger("dovecote.stomp")
+_EARLY: Final = (SendMessage, ConsumerInfo)
+"""Commands answered as soon as the broker has taken them: a send once stored, before its
+dispatch; a consumer once attached, before its first dispatch (as ActiveMQ answers)."""
 
 MAX_PIPELINED_BATCHES = 64
 """Batches of persistent sends whose store writes may be under way at once..."""
@@ -250,13 +254,12 @@ class StompConnection:
             self.parser.version = self.converter.version
             self._start_heartbeats()
         reply, commands = request.reply, request.commands
-        # A send's receipt goes as soon as the broker has the message, before its dispatch.
-        early = reply is not None and len(commands) == 1 and isinstance(commands[0], SendMessage)
+        early = reply is not None and len(commands) == 1 and isinstance(commands[0], _EARLY)
         self._receipt = reply if early else None
         for command in commands:
             try:
                 await self.broker.process(self.connection_id, command,
-                                          self._stored if early else None)  # fmt: skip
+                                          self._taken if early else None)  # fmt: skip
             except BaseException as exc:
                 self._receipt = None  # the ERROR answers it
                 if not isinstance(exc, DovecoteError) or not self._refused(exc, frame):
@@ -352,8 +355,9 @@ class StompConnection:
         with contextlib.suppress(ConnectionError):
             await self.out.drain()
 
-    def _stored(self) -> None:
-        """The send waited for is stored: its receipt now (``_handle``)."""
+    def _taken(self) -> None:
+        """The command waited for is taken (a send stored, a consumer attached): its receipt
+        now (``_handle``)."""
         receipt = self._receipt
         if receipt is not None:
             self._receipt = None

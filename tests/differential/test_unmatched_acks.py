@@ -1,0 +1,102 @@
+"""A standard acknowledgement that does not match what was dispatched to the consumer is
+refused and acknowledges nothing (a stale ack from before a failover must not remove the
+wrong messages): side by side, on bare OpenWire."""
+
+from __future__ import annotations
+
+from differ import Target
+from dovecote.protocol.openwire import Structure
+from dovecote.protocol.openwire import schema as t
+from rawopenwire import Peer, client_wfi, ids, message, queue
+
+MESSAGES = 4
+
+
+def _open(peer: Peer, target: Target, tag: str) -> dict[str, Structure]:
+    # (Peer.handshake waits for the BrokerInfo first; ActiveMQ sends it only after the
+    # client's WireFormatInfo.)
+    my = ids(f"ID:unmatched-{tag}-{target.name}")
+    peer.send(client_wfi(), Structure(t.CONNECTION_INFO, {
+        "commandId": 1, "responseRequired": True, "connectionId": my["connection"],
+        "clientId": f"unmatched-{tag}-{target.name}",
+    }))  # fmt: skip
+    peer.until(t.RESPONSE)
+    peer.send(Structure(t.SESSION_INFO, {"commandId": 2, "responseRequired": True,
+                                         "sessionId": my["session"]}))  # fmt: skip
+    peer.until(t.RESPONSE)
+    return my
+
+
+def _consume(peer: Peer, my: dict[str, Structure], destination: Structure) -> list[Structure]:
+    peer.send(Structure(t.CONSUMER_INFO, {
+        "commandId": 100, "responseRequired": True, "consumerId": my["consumer"],
+        "destination": destination, "prefetchSize": 10, "dispatchAsync": True,
+    }))  # fmt: skip
+    return [peer.until(t.MESSAGE_DISPATCH)["message"]["messageId"] for _ in range(MESSAGES)]
+
+
+def _answer(peer: Peer, command_id: int) -> str:
+    answer = peer.next()
+    while answer.type not in (t.RESPONSE, t.EXCEPTION_RESPONSE) or (
+        answer["correlationId"] != command_id
+    ):
+        answer = peer.next()
+    return "refused" if answer.type == t.EXCEPTION_RESPONSE else "accepted"
+
+
+def unmatched_acks(target: Target) -> tuple[list[str], int]:
+    """Two acks that do not match the dispatched list (a count that differs, a first message
+    that was never dispatched), then a matching one for the first message: the answers, and
+    how many messages a new consumer gets once the connection is gone."""
+    destination = queue(target.name)
+    peer = Peer(target.openwire_port)
+    try:
+        my = _open(peer, target, "a")
+        peer.send(Structure(t.PRODUCER_INFO, {"commandId": 3, "responseRequired": True,
+                                              "producerId": my["producer"]}))  # fmt: skip
+        peer.until(t.RESPONSE)
+        for seq in range(1, MESSAGES + 1):
+            peer.send(message(my, destination, seq, command_id=10 + seq, persistent=True))
+            peer.until(t.RESPONSE)
+        dispatched = _consume(peer, my, destination)
+        never = Structure(t.MESSAGE_ID, {"producerId": my["producer"], "producerSequenceId": 99})
+        answers = []
+        for command_id, first, last, count in (
+            (200, dispatched[0], dispatched[2], 2),  # three in the range, two counted
+            (201, never, dispatched[1], 2),  # the range starts at a message never sent
+            (202, dispatched[0], dispatched[0], 1),  # matches: the first message goes
+        ):
+            peer.send(Structure(t.MESSAGE_ACK, {
+                "commandId": command_id, "responseRequired": True, "destination": destination,
+                "consumerId": my["consumer"], "ackType": 2, "firstMessageId": first,
+                "lastMessageId": last, "messageCount": count,
+            }))  # fmt: skip
+            answers.append(_answer(peer, command_id))
+    finally:
+        peer.close()
+    peer = Peer(target.openwire_port)
+    try:
+        my = _open(peer, target, "b")
+        left = len(_consume_all(peer, my, destination))
+    finally:
+        peer.close()
+    return answers, left
+
+
+def _consume_all(peer: Peer, my: dict[str, Structure], destination: Structure) -> list[object]:
+    peer.send(Structure(t.CONSUMER_INFO, {
+        "commandId": 100, "responseRequired": True, "consumerId": my["consumer"],
+        "destination": destination, "prefetchSize": 10, "dispatchAsync": True,
+    }))  # fmt: skip
+    got = []
+    while True:
+        try:
+            s = peer.next(1.5)
+        except TimeoutError:
+            return got
+        if s.type == t.MESSAGE_DISPATCH and s["message"] is not None:
+            got.append(s["message"]["messageId"])
+
+
+def test_an_ack_that_does_not_match_the_dispatched_list_acks_nothing(differ) -> None:
+    differ(unmatched_acks, (["refused", "refused", "accepted"], MESSAGES - 1))

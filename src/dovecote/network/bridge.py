@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -61,6 +62,9 @@ log = logging.getLogger("dovecote.network")
 
 ADVISORY_PREFIX: Final = "ActiveMQ.Advisory."
 REQUEST_TIMEOUT_S: Final = 30.0
+ANSWER_EVERY: Final = 100
+"""The longest run of persistent messages sent on with one answer asked for (the rest of
+the window stays in flight while a run's answer comes back)."""
 CONSUMER_ADVISORIES: Final = (
     "ActiveMQ.Advisory.Consumer.>,ActiveMQ.Advisory.TempQueue,ActiveMQ.Advisory.TempTopic"
 )
@@ -78,6 +82,16 @@ class LocalBroker(PluginHost, Protocol):
     async def remove_connection(
         self, connection_id: ConnectionId, last_delivered: int = ...
     ) -> None: ...
+
+
+class Answer:
+    """The remote's answer to the last of a run of persistent messages sent on, which
+    tells that it stored them all (None until that last one is sent)."""
+
+    __slots__ = ("future",)
+
+    def __init__(self) -> None:
+        self.future: asyncio.Future[Structure] | None = None
 
 
 @dataclass
@@ -158,10 +172,13 @@ class Bridge:
         self.by_remote: dict[tuple[Any, ...], Any] = {}
         self.by_local: dict[ConsumerId, Demand] = {}
         self._converter = OpenWireConverter(self.connection_id, broker.settings.broker_name)
-        self._outbox: asyncio.Queue[MessageDispatch | None] = asyncio.Queue()
-        self._acks: asyncio.Queue[tuple[ConsumerId, str, asyncio.Future[Structure] | None]] = (
-            asyncio.Queue()
-        )
+        self._outbox: deque[MessageDispatch] = deque()
+        self._outbox_filled = asyncio.Event()
+        self._sent: deque[tuple[ConsumerId, str, Answer | None]] = deque()
+        """What was sent on and is not yet acknowledged here, in the order sent, with the
+        answer that tells a persistent one is stored there."""
+        self._sent_more = asyncio.Event()
+        self._answer_every = ANSWER_EVERY if remote.reports_errors else 1
         self._advisories: asyncio.Queue[Structure | None] = asyncio.Queue()
         self._remote_conn = f"{self.connection_id}-remote"
         self._remote_consumer = Structure(t.CONSUMER_ID, {
@@ -279,6 +296,10 @@ class Bridge:
         """Close both sides: what was sent and not yet answered comes back to the queue
         here as it was (not counted as a redelivery) and goes again on the next bridge."""
         await self.remote.close(self.failure)
+        for _, _, answer in self._sent:
+            if answer is not None and answer.future is not None and answer.future.done():
+                answer.future.exception()  # (read: the messages stay here and go again)
+        self._sent.clear()
         with contextlib.suppress(DovecoteError):
             await self.broker.remove_connection(self.connection_id, LAST_DELIVERED_UNSET)
             if self.duplex_inbound is not None:
@@ -516,23 +537,51 @@ class Bridge:
         return len(path) < self.settings.message_ttl and self.local_id not in path
 
     def _on_local_dispatch(self, dispatch: MessageDispatch) -> None:
-        self._outbox.put_nowait(dispatch)
+        self._outbox.append(dispatch)
+        self._outbox_filled.set()
 
     async def _forward_loop(self) -> None:
+        """Send on what the local consumers got, without waiting for answers: the
+        non-persistent messages one way, the persistent ones in runs, the last of each run
+        asking for the answer that tells the remote has stored the run (it handles a
+        connection's commands in order; one it refuses is told as a ConnectionError
+        before that answer, and the bridge then ends). Many runs are in flight at once, up
+        to the consumers' prefetch; the ack loop settles the local copies behind them."""
         remote = self.remote
-        while (dispatch := await self._outbox.get()) is not None:
-            message = dispatch.message
-            if message is None or dispatch.consumer_id not in self.by_local:
+        outbox = self._outbox
+        sent = self._sent
+        by_local = self.by_local
+        while True:
+            if not outbox:
+                self._outbox_filled.clear()
+                await self._outbox_filled.wait()
                 continue
-            structure = self._outgoing(message)
-            if message.persistent:
-                self._acks.put_nowait((dispatch.consumer_id, message.message_id,
-                                       remote.request(structure)))  # fmt: skip
-            else:
-                remote.send(structure)
-                self._acks.put_nowait((dispatch.consumer_id, message.message_id, None))
-            if self._outbox.empty():
-                await remote.drain()
+            messages = [
+                (dispatch.consumer_id, dispatch.message)
+                for dispatch in outbox
+                if dispatch.message is not None and dispatch.consumer_id in by_local
+            ]
+            outbox.clear()
+            persistent_left = sum(1 for _, message in messages if message.persistent)
+            answer = Answer()
+            run = 0
+            for consumer_id, message in messages:
+                structure = self._outgoing(message)
+                if not message.persistent:
+                    remote.send(structure)
+                    sent.append((consumer_id, message.message_id, None))
+                    continue
+                persistent_left -= 1
+                run += 1
+                sent.append((consumer_id, message.message_id, answer))
+                if persistent_left and run < self._answer_every:
+                    remote.send(structure)
+                    continue
+                answer.future = remote.request(structure)
+                answer = Answer()
+                run = 0
+            self._sent_more.set()
+            await remote.drain()
 
     def _outgoing(self, message: Message) -> Structure:
         """The message as the remote gets it: the same id, our producer, the path grown."""
@@ -548,24 +597,63 @@ class Bridge:
         return structure
 
     async def _ack_loop(self) -> None:
-        """Acknowledge local copies in the order they were sent, each once the remote has
-        it (persistent ones once it answered)."""
+        """Acknowledge the local copies in the order they were sent, each once the remote
+        has it (a persistent one once the remote answered its run: stored), all those
+        ready at once: one range ack per local consumer (as ActiveMQ's bridge acks)."""
+        sent = self._sent
         while True:
-            consumer_id, message_id, answer = await self._acks.get()
-            if answer is not None:
-                try:
-                    await answer
-                except RemoteError as exc:
-                    self.failure = f"the remote refused a forwarded message: {exc}"
-                    self.stop()
-                    return
+            if not sent:
+                self._sent_more.clear()
+                await self._sent_more.wait()
+                continue
+            head = sent[0][2]
+            if head is not None and head.future is not None and not head.future.done():
+                with contextlib.suppress(RemoteError):
+                    await head.future  # (its failure is read below)
+            ready: list[tuple[ConsumerId, str]] = []
+            while sent:
+                consumer_id, message_id, answer = sent[0]
+                if answer is not None:
+                    future = answer.future
+                    if future is None or not future.done():
+                        break
+                    failure = future.exception()
+                    if failure is not None:
+                        self.failure = f"the remote refused a forwarded message: {failure}"
+                        self.stop()
+                        return
+                sent.popleft()
+                ready.append((consumer_id, message_id))
+            if self._stopped.is_set():
+                return  # (the remote reported an error before these answers)
+            if ready:
+                await self._ack_local(ready)
+            elif head is not None and head.future is None:
+                self._sent_more.clear()  # (its run is not sent yet)
+                await self._sent_more.wait()
+
+    async def _ack_local(self, ready: list[tuple[ConsumerId, str]]) -> None:
+        """One range ack per consumer for messages it dispatched in this order; not synced
+        (a copy a crash brings back is sent again and dropped by the remote's audit)."""
+        by_consumer: dict[ConsumerId, list[str]] = {}
+        for consumer_id, message_id in ready:
+            by_consumer.setdefault(consumer_id, []).append(message_id)
+        for consumer_id, ids in by_consumer.items():
             if consumer_id not in self.by_local:
-                continue  # its consumer is gone: the message went back to the queue
-            await self.broker.process(
-                self.connection_id,
-                MessageAck(consumer_id, AckType.INDIVIDUAL, message_id, sync=answer is not None),
-            )
-            self.counts.forwarded += 1
+                continue  # its consumer is gone: the messages went back to the queue
+            ack = MessageAck(consumer_id, AckType.STANDARD, ids[-1], first_message_id=ids[0],
+                             message_count=len(ids), sync=False)  # fmt: skip
+            try:
+                await self.broker.process(self.connection_id, ack)
+            except DovecoteError as exc:
+                # Some left flight meanwhile (expired, removed by an operator): one by one.
+                log.debug("bridge %s: range ack refused (%s), acking singly", self.settings.name,
+                          exc)  # fmt: skip
+                for message_id in ids:
+                    with contextlib.suppress(DovecoteError):
+                        await self.broker.process(self.connection_id, MessageAck(
+                            consumer_id, AckType.INDIVIDUAL, message_id, sync=False))  # fmt: skip
+            self.counts.forwarded += len(ids)
 
 
 __all__ = ["Bridge", "BridgeCounts", "LocalBroker"]

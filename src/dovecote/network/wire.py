@@ -79,6 +79,10 @@ class Channel:
         self.closed = asyncio.Event()
         self.error: str | None = None
         self._last_write = time.monotonic()
+        self.reports_errors = False
+        """Whether the remote's ConnectionErrors reach ``on_command`` (a connection of our
+        own: each command's refusal is told in order; an accepted duplex one's go to the
+        broker)."""
 
     @property
     def remote_broker_id(self) -> str:
@@ -186,6 +190,7 @@ class RemoteConnection(Channel):
         self._brokered: asyncio.Future[Structure] = loop.create_future()
         self._tasks: list[asyncio.Task[None]] = []
         self._last_read = time.monotonic()
+        self.reports_errors = True
 
     @classmethod
     async def open(

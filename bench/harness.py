@@ -54,6 +54,7 @@ import network_forwarding  # noqa: E402
 import rabbitmq  # noqa: E402
 import runtimes  # noqa: E402
 import targets  # noqa: E402
+from bounds import RunFacts  # noqa: E402
 from table import PEERS, TITLES, Row, markdown  # noqa: E402
 from workloads import (  # noqa: E402
     FULL,
@@ -283,9 +284,10 @@ def run(
     measured, selected = measure(sizes, only, repeat, kinds)
     rows: list[Row] = []
     notes: list[str] = []
+    facts: dict[str, RunFacts] = {}
     for w in selected:
         if w.name in measured.runs:
-            rows += workload_rows(w, measured, notes)
+            rows += workload_rows(w, measured, notes, facts)
     rows += memory_rows(measured, notes)
     starts = measured.starts
     if starts:
@@ -308,13 +310,16 @@ def run(
                 missing=missing,
             )
         )
-    notes += targets.below_best(rows)
+    notes += targets.below_best(rows, facts)
     return rows, notes
 
 
-def workload_rows(w: Workload, measured: Run, notes: list[str]) -> list[Row]:
+def workload_rows(
+    w: Workload, measured: Run, notes: list[str], facts: dict[str, RunFacts] | None = None
+) -> list[Row]:
     """A workload's rows (throughput, latencies, CPU, and what applies to it alone) from the
-    median run of each broker; ``notes`` gets what is said under the table."""
+    median run of each broker; ``notes`` gets what is said under the table, ``facts`` what
+    the run showed that bounds the row (bench/bounds.py)."""
     by_kind = measured.runs[w.name]
     med = {kind: median_run(runs) for kind, runs in by_kind.items()}
     missing = measured.missing(w)
@@ -353,9 +358,10 @@ def workload_rows(w: Workload, measured: Run, notes: list[str]) -> list[Row]:
             )
         )
         notes.append(client_bound(w.name, d, a))
-    unstored = disk.unstored_note(
-        w.name, {k: m.disk_bytes / max(m.messages, 1) for k, m in med.items()}, TITLES
-    )
+    per_message = {k: m.disk_bytes / max(m.messages, 1) for k, m in med.items()}
+    if facts is not None:
+        facts[w.name] = RunFacts(per_message, client_ceiling(d, a) if a else None)
+    unstored = disk.unstored_note(w.name, per_message, TITLES)
     notes += [unstored] if unstored else []
     if w.disk_heavy:
         written = {
@@ -397,13 +403,21 @@ def client_bound(name: str, d: Measure, a: Measure) -> str:
     that cost nothing, could finish dovecote's run faster than that CPU spread over them."""
     cores = os.cpu_count() or 1
     floor_s = d.client_cpu_s / cores if d.client_cpu_s else 0.0
-    best = f"{d.messages / floor_s / a.rate:.2f}x" if floor_s and a.rate else "-"
+    ceiling = client_ceiling(d, a)
+    best = f"{ceiling:.2f}x" if ceiling is not None else "-"
     return (
         f"{name}: the load's processes used {d.client_cpu_s or 0:.2f} s of CPU in dovecote's"
         f" run ({a.client_cpu_s or 0:.2f} s in ActiveMQ's), at least {floor_s:.2f} s of the"
         f" {cores} cores: with a broker costing nothing the row would be at most {best}"
         f" (it took {d.seconds:.2f} s against ActiveMQ's {a.seconds:.2f} s)"
     )
+
+
+def client_ceiling(d: Measure, a: Measure) -> float | None:
+    """The ratio against ActiveMQ a broker costing nothing would reach: dovecote's run no
+    faster than the load's own CPU spread over the cores (None: the load's CPU unknown)."""
+    floor_s = (d.client_cpu_s or 0.0) / (os.cpu_count() or 1)
+    return d.messages / floor_s / a.rate if floor_s and a.rate else None
 
 
 ABSENT = {"rabbitmq": "RabbitMQ left out of this run (--peers)"}

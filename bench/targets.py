@@ -4,6 +4,7 @@ smallest peer's, and every throughput row against the best peer."""
 
 from __future__ import annotations
 
+from bounds import RunFacts, explain
 from disk import APPEND_BYTES
 from table import PEERS, TITLES, Row
 
@@ -75,8 +76,10 @@ def idle_note(idle_mib: dict[str, float], alone_mib: dict[str, float]) -> str:
     return said
 
 
-def below_best(rows: list[Row]) -> list[str]:
-    """The throughput rows under the issue's ratio against the best peer, by how much."""
+def below_best(rows: list[Row], facts: dict[str, RunFacts] | None = None) -> list[str]:
+    """The throughput rows under the issue's ratio against the best peer, one note each: by
+    how much, what bounds it and what would close it (bench/bounds.py), with what the run
+    showed of each workload (``facts``, by workload name)."""
     short = []
     for row in rows:
         best, dovecote = row.best_peer(), row.values.get("dovecote")
@@ -86,7 +89,9 @@ def below_best(rows: list[Row]) -> list[str]:
         assert peer_value is not None
         ratio = row.better(dovecote, peer_value)
         if ratio < BEST_PEER_RATIO:
-            short.append(f"{row.label.removesuffix(': msg/s')} {ratio:.2f}x ({TITLES[best]})")
+            name = row.label.removesuffix(": msg/s")
+            said = explain(name, ratio, best, BEST_PEER_RATIO, (facts or {}).get(name))
+            short.append(f"under the issue's {BEST_PEER_RATIO}x against the best peer: {said}")
     if not short:
         return [f"every throughput row is at least {BEST_PEER_RATIO}x the best peer's"]
-    return [f"under the issue's {BEST_PEER_RATIO}x against the best peer: " + "; ".join(short)]
+    return short

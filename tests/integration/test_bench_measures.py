@@ -18,6 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+import bounds
 import disk
 import harness
 import loadgen
@@ -208,8 +209,66 @@ def test_rows_under_the_ratio_to_the_best_peer_are_named() -> None:
         Row("slow: p99 latency ms", {"dovecote": 9.0, "activemq": 1.0}, False, ".2f"),
     ]
     assert targets.below_best(rows) == [
-        "under the issue's 1.5x against the best peer: slow 1.08x (RabbitMQ 3.10)"
+        "under the issue's 1.5x against the best peer: slow 1.08x (RabbitMQ 3.10), 1.38x short"
+        " of 1.5x; bound: not yet known (no measurement explains this row)"
     ]
+
+
+SYNC_ROW = "persistent sync send, 1 producer"
+
+
+def _sync_row(rabbitmq: float) -> Row:
+    return Row(
+        f"{SYNC_ROW}: msg/s", {"dovecote": 600.0, "activemq": 800.0, "rabbitmq": rabbitmq},
+        True, ",.0f",
+    )  # fmt: skip
+
+
+def test_a_row_short_of_the_ratio_says_what_bounds_it_from_what_the_run_showed() -> None:
+    """RabbitMQ's lead is put down to its unstored confirms only when the run's bytes written
+    per message show it; otherwise the bound against the best peer that applies is said."""
+    unstored = {SYNC_ROW: bounds.RunFacts({"dovecote": 5400.0, "activemq": 5800.0, "rabbitmq": 4})}
+    [note] = targets.below_best([_sync_row(5000.0)], unstored)
+    assert "0.12x (RabbitMQ 3.10), 12.50x short of 1.5x; bound: RabbitMQ 3.10 answers" in note
+    assert "would close it: only answering before the fsync" in note
+    stored = {SYNC_ROW: bounds.RunFacts({"dovecote": 5400.0, "rabbitmq": 5000.0})}
+    [note] = targets.below_best([_sync_row(5000.0)], stored)
+    assert "bound: not yet known" in note  # no known bound against RabbitMQ storing alike
+    [note] = targets.below_best([_sync_row(0.0)], unstored)  # ActiveMQ the best peer
+    assert "(ActiveMQ 5.17)" in note and "bound: each receipt waits for one fsync" in note
+
+
+def test_the_java_tools_bound_applies_when_their_cpu_caps_the_ratio() -> None:
+    name = "OpenWire, ActiveMQ's tools"
+    row = Row(f"{name}: msg/s", {"dovecote": 900.0, "activemq": 1000.0}, True, ",.0f")
+    [capped] = targets.below_best([row], {name: bounds.RunFacts({}, 1.2)})
+    assert "broker costing nothing at most the ceiling" in capped
+    [not_capped] = targets.below_best([row], {name: bounds.RunFacts({}, 2.4)})
+    assert "the two JVMs of ActiveMQ's tools more than the broker" in not_capped
+
+
+def test_a_row_met_on_a_quiet_machine_points_at_the_load() -> None:
+    row = Row("persistent async send: msg/s", {"dovecote": 10.0, "activemq": 9.0}, True, ",.0f")
+    [note] = targets.below_best([row])
+    assert "on a quiet machine this row was at 2.87x" in note
+    assert all(b.bound and b.closes for known in bounds.KNOWN.values() for b in known)
+    names = {w.name for w in workloads.WORKLOADS}
+    assert set(bounds.KNOWN) | set(bounds.QUIET) <= names  # no bound for a row that is gone
+
+
+def test_the_harness_collects_what_bounds_each_row(tmp_path: Path) -> None:
+    """workload_rows hands the run's bytes per message and the Java tools' ceiling on."""
+    d = harness.Measure(messages=1000, seconds=1.0, disk_bytes=5_400_000, client_cpu_s=4.0)
+    a = harness.Measure(messages=1000, seconds=1.0, disk_bytes=5_800_000, client_cpu_s=3.0)
+    w = harness.Workload(SYNC_ROW, lambda b, s: d)
+    measured = harness.Run(
+        ("dovecote", "activemq"), {}, {SYNC_ROW: {"dovecote": [d], "activemq": [a]}}
+    )
+    facts: dict[str, bounds.RunFacts] = {}
+    harness.workload_rows(w, measured, [], facts)
+    assert facts[SYNC_ROW].bytes_per_message == {"dovecote": 5400.0, "activemq": 5800.0}
+    cores = os.cpu_count() or 1
+    assert facts[SYNC_ROW].client_ceiling == pytest.approx(1000 / (4.0 / cores) / 1000)
 
 
 def _broker(kind: str, pid: int) -> harness.Broker:

@@ -582,6 +582,13 @@ class JournalPersistenceAdapter:
         name = str(destination)
         return sum(1 for _, entry in index.messages() if entry[0] == name)
 
+    def stored_message_ids(self) -> list[str]:
+        """Every live message's id, from the index alone (store/producers.py)."""
+        index = self._index
+        assert index is not None
+        self._catch_up()
+        return [entry[1] for _, entry in index.messages()]
+
     # -- checkpoints: removing and compacting data files -------------------------------------
 
     def checkpoint(self) -> None:

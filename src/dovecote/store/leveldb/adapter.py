@@ -46,9 +46,11 @@ from dovecote.store.leveldb.layout import (
     PENDING,
     POSITION,
     QUEUE,
+    QUEUE_ID,
     SEQ_KEY,
     SUBSCRIPTION,
     TOPIC,
+    TOPIC_ID,
     U32,
     U64,
     VERSION_KEY,
@@ -376,6 +378,17 @@ class LevelDBPersistenceAdapter:
             sequence_number, seq = POSITION.unpack(bytes(key[-POSITION.size :]))
             position = (sequence_number, seq + 1)
         return QueuePage(messages, position)
+
+    def stored_message_ids(self) -> list[str]:
+        """Every stored message's id, from the keys alone (store/producers.py)."""
+        return self._reading(self._stored_message_ids)
+
+    @staticmethod
+    def _stored_message_ids(db: Any) -> list[str]:
+        queued = db.iterator(prefix=QUEUE_ID, include_value=False)  # i<queue>\0<id>
+        ids = [bytes(key).split(b"\0", 1)[1].decode() for key in queued]
+        topics = db.iterator(prefix=TOPIC_ID, include_value=False)  # j<id>
+        return ids + [bytes(key[1:]).decode() for key in topics]
 
     def message_count(self, destination: Destination) -> int:
         raw = self._reading(lambda db: db.get(COUNT + str(destination).encode()))

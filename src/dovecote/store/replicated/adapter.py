@@ -246,6 +246,11 @@ class ReplicatedLevelDBStore:
     def message_count(self, destination: Destination) -> int:
         return self.local.message_count(destination)
 
+    def stored_message_ids(self) -> list[str]:
+        """A key-for-key copy of the master's: what a promoted slave rebuilds its duplicate
+        check from (store/producers.py)."""
+        return self.local.stored_message_ids()
+
     # -- for the admin API -------------------------------------------------------------------
 
     @property

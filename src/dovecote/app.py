@@ -15,6 +15,7 @@ from dovecote.broker.advisories import AdvisoryPlugin, NoConsumerAdvisories
 from dovecote.broker.broker import Broker
 from dovecote.broker.plugins import BrokerPlugin
 from dovecote.broker.policy import BrokerSettings
+from dovecote.broker.producer_audit import ProducerAudit
 from dovecote.broker.security.plugins import AuthenticationPlugin
 from dovecote.broker.stats import StatisticsPlugin
 from dovecote.broker.streams import StreamPlugin
@@ -295,7 +296,9 @@ class BrokerApp:
     def _build(self) -> None:
         config = self.config
         store = make_store(config, on_demoted=self._demoted)
-        self.broker = Broker(disk_capped(config), store, plugins=make_plugins(config))
+        # The producer duplicate check starts from the store's contents: it needs the store.
+        plugins = [*make_plugins(config), ProducerAudit(store)]
+        self.broker = Broker(disk_capped(config), store, plugins=plugins)
         self.disk_watch = disk_watch(config, self.broker)
         self.stomp: StompServer | None = None
         if config.stomp.enabled:

@@ -186,7 +186,8 @@ def test_ids_of_another_shape_are_not_tracked_and_the_oldest_producers_go() -> N
     sequences = ProducerSequences(limit=2)
     sequences.note("a:1")
     sequences.note("b:1")
-    sequences.note("a:2")  # a is the newest now
-    sequences.note("c:1")  # b goes
-    assert (sequences.last("a"), sequences.last("b"), sequences.last("c")) == (2, -1, 1)
-    assert sequences.seen("a", 2) and not sequences.seen("a", 3)
+    sequences.note("a:2")
+    sequences.note("c:1")  # a, the first to come, goes
+    assert (sequences.last("a"), sequences.last("b"), sequences.last("c")) == (-1, 1, 1)
+    assert sequences.seen("b:1") and not sequences.seen("b:3") and sequences.seen("b:2")
+    assert not sequences.seen("no-sequence:x")

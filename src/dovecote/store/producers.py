@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 from dovecote.store.api import PagingStore, PersistenceAdapter
 
 MAX_PRODUCERS = 10_000
-"""Producers remembered, the most recently seen kept (ActiveMQ tracks 64, an LRU map:
+"""Producers remembered, the oldest forgotten first (ActiveMQ tracks 64 in an LRU map:
 maxFailoverProducersToTrack). One dict entry each, so more than ActiveMQ's."""
 PAGE = 1000
 
@@ -29,7 +29,7 @@ def producer_sequence(message_id: str) -> tuple[str, int] | None:
 
 
 class ProducerSequences:
-    """The last sequence id seen per producer, for the ``limit`` producers seen last."""
+    """The last sequence id seen per producer, for the last ``limit`` producers to come."""
 
     def __init__(self, limit: int = MAX_PRODUCERS) -> None:
         self.limit = limit
@@ -43,18 +43,27 @@ class ProducerSequences:
         return self._last.get(producer_id, -1)
 
     def note(self, message_id: str) -> None:
-        parsed = producer_sequence(message_id)
-        if parsed is not None:
-            self.seen(*parsed)
+        self.seen(message_id)
 
-    def seen(self, producer: str, sequence: int) -> bool:
-        """Note one send; True when its sequence is not above the producer's last one
-        (a duplicate: the last one stays)."""
-        last = self._last.pop(producer, -1)  # popped and put back: the newest at the end
-        self._last[producer] = max(last, sequence)
-        if len(self._last) > self.limit:
-            del self._last[next(iter(self._last))]
-        return sequence <= last
+    def seen(self, message_id: str) -> bool:
+        """Note a message id; True when its sequence is not above its producer's last one
+        (a duplicate: the last one stays). Called for every persistent send: kept short
+        (no LRU reordering; a producer is forgotten ``limit`` new producers after it came)."""
+        producer, _, sequence = message_id.rpartition(":")
+        try:
+            number = int(sequence)
+        except ValueError:
+            return False  # not an OpenWire id: nothing to track
+        last = self._last.get(producer)
+        if last is None:
+            if len(self._last) >= self.limit:
+                del self._last[next(iter(self._last))]
+            self._last[producer] = number
+            return False
+        if number > last:
+            self._last[producer] = number
+            return False
+        return True
 
 
 @runtime_checkable

@@ -194,6 +194,32 @@ def test_batch_write_sends_rows_as_messages(spark: Any, broker: BrokerProcess) -
     assert all(m.properties["kind"] == int(str(m.body)[4:]) % 3 for m in got)
 
 
+def test_batch_write_goes_to_a_dovecote_broker_as_append_blocks(
+    spark: Any, broker: BrokerProcess
+) -> None:
+    """Rows with string property columns reach a dovecote broker in Append requests (a few
+    blocks per partition, their messages from the connection's session 0, which no producer
+    of a client has), as the same messages a send per row gives: text or bytes bodies,
+    string properties where not null, the correlation id, persistent, the priority asked."""
+    name = f"appended.{uuid.uuid4().hex[:8]}"
+    rows = [(f"row-{i}" if i % 4 else None, f"b{i}".encode(), f"r{i % 3}" if i % 5 else None,
+             f"c{i}") for i in range(300)]  # fmt: skip
+    df = spark.createDataFrame(
+        rows, "text string, body binary, region string, correlation_id string"
+    )
+    (df.repartition(2).write.format("dovecote").mode("append").option("url", url_of(broker))
+       .option("destination", name).option("propertyColumns", "region")
+       .option("priority", "6").save())  # fmt: skip
+    got = {m.correlation_id: m for m in browse(url_of(broker), name)}
+    assert len(got) == 300
+    for i in range(300):
+        m = got[f"c{i}"]
+        assert m.body == (f"row-{i}" if i % 4 else f"b{i}".encode())
+        assert m.properties.get("region") == (f"r{i % 3}" if i % 5 else None)
+        assert m.priority == 6 and m.persistent
+        assert m.message_id.split(":")[-3] == "0"  # the Append path's session 0
+
+
 def test_a_failed_write_task_leaves_no_partial_batch(spark: Any, broker: BrokerProcess) -> None:
     """Partition 1 fails after sending 10 of its rows; its transaction rolls back, the retry
     sends them all: every row arrives exactly once, none from the failed attempt."""

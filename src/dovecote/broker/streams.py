@@ -24,6 +24,9 @@ OpenWire client can make them; nothing is stored or routed for the request itsel
 - ``Commit``: remove every message with ``sequence <= upTo``, durably, then reply
   ``{"removed": n}``. Spark calls it when a batch is committed; a later commit covers an
   earlier one that was lost with a crashed driver.
+- ``Append``: the other way, many messages in one request (broker/appends.py): a stream
+  block of messages to add to the destination, in the sender's open transaction or at once;
+  reply ``{"appended": n}``. The Spark source's writers use it.
 
 For a topic the request names the durable subscription with the properties ``clientId`` and
 ``subscriptionName``; ``Offsets`` creates it when it does not exist yet (messages sent before
@@ -40,17 +43,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import ClassVar
+from typing import ClassVar, Protocol, runtime_checkable
 
+from dovecote.broker.appends import PERSISTENT_PROPERTY as APPEND_PERSISTENT
+from dovecote.broker.appends import decode_appended, open_transaction
 from dovecote.broker.connection import ConnectionState
 from dovecote.broker.replies import AnsweringPlugin
+from dovecote.core.commands import SendMessage
 from dovecote.core.destinations import Destination, queue, topic
-from dovecote.core.errors import BrokerError
+from dovecote.core.errors import BrokerError, DovecoteError
+from dovecote.core.ids import ConnectionId
 from dovecote.core.message import BROKER_PATH_PROPERTY, BodyType, Message, PropertyValue
 from dovecote.core.stream_blocks import DEFAULT_BLOCK_BYTES, cut_blocks, encode_block
 
 Deliver = Callable[[Sequence[Message]], Awaitable[None]]
 STREAM_PREFIX = "dovecote.Stream."
+APPEND_PREFIX = STREAM_PREFIX + "Append."
 SEQUENCE_PROPERTY = "dovecoteSequence"
 DESTINATION_PROPERTY = "dovecoteDestination"
 END_PROPERTY = "dovecoteEnd"
@@ -125,12 +133,54 @@ def _copy(message: Message, reply_to: Destination) -> Message:
     )
 
 
+@runtime_checkable
+class _Admitting(Protocol):
+    """The broker's check of a send (usable destination, the sender's right to write, flow
+    control), which an Append request passes for its messages."""
+
+    async def admit_send(self, connection_id: ConnectionId, command: SendMessage) -> None: ...
+
+
 class StreamPlugin(AnsweringPlugin):
     name: ClassVar[str] = "streams"
     request_prefixes: ClassVar[tuple[str, ...]] = (STREAM_PREFIX,)
 
     async def on_request(self, state: ConnectionState, message: Message) -> None:
-        await self.broker.deliver(await self.answer(message, self.broker.deliver))
+        if message.destination.name.startswith(APPEND_PREFIX):
+            replies = [self._map_reply(message, await self._append(state, message))]
+        else:
+            replies = await self.answer(message, self.broker.deliver)
+        await self.broker.deliver(replies)
+
+    async def _append(self, state: ConnectionState, request: Message) -> dict[str, PropertyValue]:
+        """Add an Append request's messages to its transaction, or route them now; an error
+        (a bad block, no right to write, no such transaction) takes none of them."""
+        target_name = request.destination.name[len(APPEND_PREFIX) :]
+        make = queue if request.destination.is_queue else topic
+        try:
+            if not target_name:
+                raise BrokerError(f"stream request {request.destination} names no destination")
+            if not isinstance(request.body, bytes) or request.body_type != BodyType.BYTES:
+                raise BrokerError("an Append request's body is a stream block (a bytes message)")
+            transaction = open_transaction(state, request)
+            persistent = str(request.properties.get(APPEND_PERSISTENT, "true")).lower() != "false"
+            connection_id = state.info.connection_id
+            producer_id = request.producer_id or f"{connection_id.value}:append"
+            messages = decode_appended(
+                request.body, make(target_name), persistent, producer_id, connection_id.value
+            )
+            if messages:
+                host = self.broker
+                assert isinstance(host, _Admitting), "the broker checks sends"
+                tid = transaction.transaction_id if transaction is not None else None
+                await host.admit_send(connection_id, SendMessage(messages[0], tid))
+                if transaction is not None:
+                    transaction.sends.extend(messages)
+                else:
+                    await host.deliver(messages)
+            return {"appended": len(messages)}
+        except DovecoteError as exc:
+            return {"error": str(exc)}
 
     async def answer(self, request: Message, deliver: Deliver | None = None) -> list[Message]:
         """Answer one stream request; errors become a reply with an ``error`` entry. With
@@ -156,7 +206,7 @@ class StreamPlugin(AnsweringPlugin):
                     return [self._map_reply(request, await self._commit(request, target))]
                 case _:
                     raise BrokerError(
-                        f"unknown stream request {verb!r}: Offsets, Range, Blocks or Commit"
+                        f"unknown stream request {verb!r}: Offsets, Range, Blocks, Commit or Append"
                     )
         except BrokerError as exc:
             return [self._map_reply(request, {"error": str(exc)})]

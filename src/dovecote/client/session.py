@@ -204,6 +204,14 @@ class Session:
             self.connection.oneway(self._tx_info(BEGIN))
         return self._tx
 
+    def transaction_value(self) -> str:
+        """The open transaction's number, as the broker names it (begun now if none is
+        open): dovecote's Append stream requests name the transaction they join by it."""
+        tx = self._transaction_id()
+        if tx is None:
+            raise JMSError("javax.jms.IllegalStateException", "Not a transacted session")
+        return str(tx["value"])
+
     def _tx_info(self, kind: int) -> Structure:
         return Structure(t.TRANSACTION_INFO, {
             "connectionId": Structure(t.CONNECTION_ID, {"value": self.connection.connection_id}),

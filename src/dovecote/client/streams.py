@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dovecote.client.connection import Connection, ConnectionFactory, Message
+from dovecote.client.session import Session
 from dovecote.client.transport import JMSError, TransportClosedError
 from dovecote.core.destinations import Destination
 from dovecote.core.stream_blocks import last_sequence
@@ -215,3 +216,64 @@ class StreamClient:
     def commit(self, up_to: int) -> int:
         """Remove everything up to ``up_to``; returns how many messages that removed."""
         return int(self._map("Commit", upTo=up_to)["removed"])
+
+
+def is_dovecote(connection: Connection) -> bool:
+    """Whether the broker at the other end is a dovecote broker (its WireFormatInfo says
+    so): stream requests are dovecote's own, ActiveMQ would store them as messages."""
+    details = connection.transport.peer_wire_format.get("PlatformDetails")
+    return isinstance(details, str) and details.startswith("dovecote")
+
+
+class StreamAppender:
+    """``Append`` requests (docs/streams.md) on a connection: stream blocks of messages added
+    to ``destination`` in the open transaction of the transacted session ``session`` (begun
+    by the first block), so they are stored at its commit, all or none. The replies are
+    awaited one block behind, so the broker reads a block while the next is made; ``finish``
+    waits for the last before the commit. Starts the connection (the answers come to a
+    consumer of its own)."""
+
+    def __init__(self, session: Session, destination: Destination) -> None:
+        if not session.transacted:
+            raise ValueError("Append requests join a transacted session's transaction")
+        self._transacted = session
+        session.connection.start()  # (the answers come to a consumer)
+        self._session = session.connection.create_session()
+        self._producer = self._session.create_producer()
+        self._reply_to = self._session.create_temporary_queue()
+        self._replies = self._session.create_consumer(self._reply_to)
+        self._target = Destination(destination.type, f"dovecote.Stream.Append.{destination.name}")
+        self._waiting = 0
+        self.appended = 0
+
+    def append(self, block: bytes, persistent: bool = True) -> None:
+        transaction = self._transacted.transaction_value()
+        request = Message(block, reply_to=self._reply_to, persistent=False, properties={
+            "transaction": transaction, "persistent": persistent,
+        })  # fmt: skip
+        self._producer.send(request, self._target)
+        self._waiting += 1
+        if self._waiting > 1:
+            self._answer()
+
+    def finish(self) -> int:
+        """Wait for every block's answer; how many messages the broker took."""
+        while self._waiting:
+            self._answer()
+        return self.appended
+
+    def _answer(self) -> None:
+        reply = self._replies.receive(REPLY_WAIT_S)
+        if reply is None:
+            raise JMSError("javax.jms.JMSException", f"no answer to an Append in {REPLY_WAIT_S}s")
+        self._waiting -= 1
+        if not isinstance(reply.body, dict):
+            raise JMSError("javax.jms.JMSException", "an Append was answered with no map")
+        if "error" in reply.body:
+            raise JMSError(REFUSED, str(reply.body["error"]))
+        self.appended += int(reply.body["appended"])
+
+    def close(self) -> None:
+        self._replies.close()
+        self._session.delete_temporary(self._reply_to)
+        self._session.close()

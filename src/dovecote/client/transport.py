@@ -129,6 +129,9 @@ class ClientTransport:
         """Frames sent with flush=False, not written yet (under the write lock)."""
         self._held_bytes = 0
         self._negotiated = threading.Event()
+        self.peer_wire_format: dict[str, object] = {}
+        """The broker's WireFormatInfo properties (a dovecote broker's PlatformDetails say
+        so: the stream client uses its extensions only with one)."""
         self._closed = threading.Event()
         self._close_lock = threading.Lock()
         self._failing = threading.Lock()
@@ -291,6 +294,7 @@ class ClientTransport:
         match s.type:
             case t.WIRE_FORMAT_INFO:
                 negotiated = negotiate(self._ours, s)
+                self.peer_wire_format = negotiated.client
                 self.marshaller.stack_traces = negotiated.stack_traces
                 self.marshaller.version = negotiated.version
                 if self._sock is not None:

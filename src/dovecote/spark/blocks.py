@@ -1,4 +1,5 @@
-"""Stream blocks (dovecote.core.stream_blocks) as Arrow record batches in the source's schema:
+"""Stream blocks (dovecote.core.stream_blocks) as Arrow record batches in the source's schema,
+and record batches to write as blocks for ``Append`` requests:
 each column is made from the block's buffers as they are (numpy for the few computed ones),
 with no Python object per message. Map and stream bodies, rare here, are the exception: the
 rows keep their Python form as text, as the row-by-row path gives them."""
@@ -9,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 
 from dovecote.core.message import BodyType
 from dovecote.core.stream_blocks import BUFFERS, HEADER, MAGIC, OPTIONAL_STRINGS
@@ -95,3 +97,124 @@ def record_batch(block: bytes, schema: pa.Schema) -> pa.RecordBatch:
         "sequence": pa.array(_column(parts, "sequence", "<i8"), type=pa.int64()),
     }
     return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
+
+
+BLOCK_ROWS_BYTES = 4 << 20
+"""About how much body an Append block holds (as the broker's Blocks replies)."""
+
+
+def _variable(column: pa.Array) -> tuple[Any, Any, Any]:
+    """A string or binary column as a block's presence bytes, i32 offsets and data."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.type != pa.binary():
+        column = column.cast(pa.binary())
+    n = len(column)
+    _, offsets_buffer, data_buffer = column.buffers()
+    if n == 0 or offsets_buffer is None:
+        return np.zeros(n, "u1"), np.zeros(n + 1, "<i4"), b""
+    offsets = np.frombuffer(offsets_buffer, "<i4", count=n + 1, offset=4 * column.offset)
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = data_buffer[start:end] if data_buffer is not None else b""
+    present = column.is_valid().to_numpy(zero_copy_only=False).astype("u1")
+    return present, (offsets - start).astype("<i4"), data
+
+
+def _body(batch: pa.RecordBatch) -> tuple[pa.Array, np.ndarray[Any, Any]]:
+    """Each row's body, from ``text``, else ``body``, else ``value`` (the first not null),
+    and its body type (text, or bytes for a binary column)."""
+    candidates: list[tuple[pa.Array, bool]] = []
+    for name in ("text", "body", "value"):
+        if name in batch.schema.names:
+            column = batch.column(name)
+            binary = pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
+            if not binary and not pa.types.is_string(column.type):
+                column = column.cast(pa.string())  # a value of another type goes as its text
+            candidates.append((column.cast(pa.binary()), not binary))
+    chosen = np.full(batch.num_rows, -1, "i4")
+    for i, (column, _) in enumerate(candidates):
+        valid = column.is_valid().to_numpy(zero_copy_only=False)
+        chosen[(chosen == -1) & valid] = i
+    if not candidates or (chosen == -1).any():
+        raise ValueError("a row to send needs a text, body or value column")
+    texts = np.array([is_text for _, is_text in candidates])
+    kinds = np.where(texts[chosen], int(BodyType.TEXT), int(BodyType.BYTES)).astype("u1")
+    columns = [column for column, _ in candidates]
+    body = columns[0] if len(columns) == 1 else pc.coalesce(*columns)
+    return body, kinds
+
+
+def _property_map(batch: pa.RecordBatch, names: list[str]) -> list[Any]:
+    """The property columns (strings) as the block's map: entry offsets, keys, values."""
+    n = batch.num_rows
+    if not names:
+        return [np.zeros(n + 1, "<i4"), np.zeros(1, "<i4"), b"", np.zeros(1, "<i4"), b""]
+    columns = [batch.column(name).cast(pa.binary()) for name in names]
+    valid = np.stack([c.is_valid().to_numpy(zero_copy_only=False) for c in columns], axis=1)
+    rows, which = np.nonzero(valid)  # row by row, in the columns' order
+    entries = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype("<i4")
+    values = pa.concat_arrays(columns).take(pa.array(which * n + rows))
+    keys = pa.array([name.encode() for name in names], pa.binary()).take(pa.array(which))
+    _, key_offsets, key_data = _variable(keys)
+    _, value_offsets, value_data = _variable(values)
+    return [entries, key_offsets, key_data, value_offsets, value_data]
+
+
+def append_block(
+    batch: pa.RecordBatch,
+    first_id: str,
+    priority: int,
+    time_to_live: int,
+    property_columns: list[str],
+    now_ms: int,
+) -> bytes:
+    """A batch of rows to send as one stream block for an ``Append`` request, made from
+    the columns' buffers: message ids ``first_id`` followed by 1, 2, ... (a producer id and
+    its sequence, as a client's producer makes them); correlation_id
+    and type from those columns when the batch has them; the property columns (strings)
+    as properties."""
+    n = batch.num_rows
+    names = batch.schema.names
+    ids = pc.binary_join_element_wise(
+        first_id, pc.cast(pa.array(np.arange(1, n + 1)), pa.string()), ""
+    )
+    body, kinds = _body(batch)
+    absent = pa.nulls(n, pa.string())
+    optional = [
+        _variable(batch.column(name) if name in names else absent)
+        for name in ("correlation_id", "type")
+    ]
+    optional.append(_variable(absent))  # reply_to
+    expiration = now_ms + time_to_live if time_to_live > 0 else 0
+    _, id_offsets, id_data = _variable(ids)
+    _, body_offsets, body_data = _variable(body)
+    raw: list[Any] = [
+        np.zeros(n, "<i8"),  # sequence: the broker's to give
+        np.full(n, now_ms, "<i8"),
+        np.full(n, expiration, "<i8"),
+        np.full(n, priority, "<i4"),
+        kinds,
+        np.zeros(n, "<i4"),  # redelivery_counter
+        *(present for present, _, _ in optional),
+        id_offsets, id_data,
+        np.zeros(n + 1, "<i4"), b"",  # destination: the request names it
+        *(part for _, offsets, data in optional for part in (offsets, data)),
+        body_offsets, body_data,
+        *_property_map(batch, property_columns),
+    ]  # fmt: skip
+    views = [memoryview(part).cast("B") for part in raw]
+    assert len(views) == len(BUFFERS)
+    head = HEADER.pack(MAGIC, n, int(len(views[-4]) // 4) - 1, len(views))
+    head += np.array([len(v) for v in views], "<u8").tobytes()
+    parts: list[Any] = [head, bytes(-len(head) % 8)]
+    for view in views:
+        parts += [view, bytes(-len(view) % 8)]
+    return b"".join(parts)
+
+
+def append_blocks(batch: pa.RecordBatch, block_bytes: int = BLOCK_ROWS_BYTES) -> list[Any]:
+    """``batch`` cut into runs of rows of about ``block_bytes`` each."""
+    if batch.num_rows == 0:
+        return []
+    rows = max(1, int(batch.num_rows * block_bytes // max(1, batch.nbytes)))
+    return [batch.slice(start, rows) for start in range(0, batch.num_rows, rows)]

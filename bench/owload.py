@@ -98,19 +98,20 @@ class _Peer:
 
 
 def message_frames(
-    marshaller: Marshaller, ids: _Ids, destination: Structure, size: int
+    marshaller: Marshaller, ids: _Ids, destination: Structure, size: int, sync: bool = False
 ) -> Callable[[int, int], bytes]:
-    """A function of (sequence, timestamp ms) to the frame of one non-persistent message,
-    made by patching one encoded frame."""
+    """A function of (sequence, timestamp ms) to the frame of one message, made by patching
+    one encoded frame: non-persistent, or with ``sync`` persistent and asking for a response
+    (to command id 1: a synchronous sender has one request out at a time)."""
 
     def encoded(sequence: int, timestamp: int) -> bytes:
         message_id = Structure(
             t.MESSAGE_ID, {"producerId": ids.producer, "producerSequenceId": sequence}
         )
         return marshaller.frame(Structure(t.BYTES_MESSAGE, {
-            "commandId": 1, "producerId": ids.producer, "destination": destination,
-            "messageId": message_id, "persistent": False, "priority": 4,
-            "timestamp": timestamp, "content": b"x" * size,
+            "commandId": 1, "responseRequired": sync, "producerId": ids.producer,
+            "destination": destination, "messageId": message_id, "persistent": sync,
+            "priority": 4, "timestamp": timestamp, "content": b"x" * size,
         }))  # fmt: skip
 
     # Markers with no repeated byte: one of 0x01s matched a byte early, after a 0x01 flag.
@@ -146,6 +147,46 @@ def produce(port: int, queue: str, count: int, size: int, start: Any) -> float:
     finished = time.monotonic()
     peer.sock.close()
     return finished
+
+
+def produce_sync(port: int, queue: str, count: int, size: int, start: Any) -> SyncResult:
+    """Send ``count`` persistent messages one at a time, each waiting for its Response (a
+    JMS producer's synchronous persistent send): when the last was answered, and each
+    round trip."""
+    peer = _Peer(port, f"ID:owload-s-{time.monotonic_ns()}")
+    destination = Structure(t.QUEUE, {"physicalName": queue})
+    peer.request(t.PRODUCER_INFO, {"producerId": peer.ids.producer, "destination": destination})
+    frame = message_frames(peer.marshaller, peer.ids, destination, size, sync=True)
+    latencies: list[int] = []
+    start.wait()
+    for sequence in range(1, count + 1):
+        sent_ns = time.monotonic_ns()
+        peer.sock.sendall(frame(sequence, time.time_ns() // 1_000_000))
+        while not _answered(peer):
+            pass
+        latencies.append(time.monotonic_ns() - sent_ns)
+    finished = time.monotonic()
+    peer.sock.close()
+    return SyncResult(count, finished, latencies)
+
+
+@dataclass
+class SyncResult:
+    """As loadgen's producer result: what the sync_send.py measure reads."""
+
+    sent: int
+    finished: float
+    latencies_ns: list[int]
+
+
+def _answered(peer: _Peer) -> bool:
+    """Whether the frames read now hold the Response to the one request out."""
+    for reply in peer.frames():
+        if reply[0] == t.EXCEPTION_RESPONSE:
+            raise ConnectionError("a synchronous send was refused")
+        if reply[0] == t.RESPONSE:
+            return True
+    return False
 
 
 def consume(port: int, queue: str, count: int, ready: Any) -> tuple[int, float, list[int]]:

@@ -4,7 +4,7 @@ per send (user and system CPU), and what the disk takes for a synced append of t
 the same run, so that the row reads against the disk.
 
     .venv/bin/python bench/sync_send.py [--messages N] [--producers P] [--rounds R]
-                                        [--src A --src B ...] [--strace]
+                                        [--src A --src B ...] [--strace] [--openwire]
 
 The load is harness.py's row (bench/loadgen.py: one producer, a receipt per send, one auto-ack
 consumer), against dovecote alone with the harness's store settings. Each ``--src`` is a
@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import loadgen  # noqa: E402
+import owload  # noqa: E402
 
 from brokers import running_broker  # noqa: E402
 
@@ -100,7 +101,9 @@ class Result:
     """Context switches of the broker per send."""
 
 
-def one_run(port: int, pid: int, messages: int, producers: int) -> Result:
+def one_run(port: int, pid: int, messages: int, producers: int, openwire_port: int = 0) -> Result:
+    """With ``openwire_port`` the producers send over OpenWire (bench/owload.py: a JMS
+    producer's synchronous persistent send, a Response per message), the consumer as ever."""
     manager = mp.Manager()
     start = manager.Barrier(producers + 1)
     ready = manager.Event()
@@ -111,10 +114,19 @@ def one_run(port: int, pid: int, messages: int, producers: int) -> Result:
         consumer = pool.apply_async(loadgen.consume, (port, [destination], total, ready))
         ready.wait(60)
         each = messages // producers
-        prods = [
-            pool.apply_async(loadgen.produce, (port, destination, each, 1024, True, True, 0, start))
-            for _ in range(producers)
-        ]
+        if openwire_port:
+            queue = destination.removeprefix("/queue/")
+            prods = [
+                pool.apply_async(owload.produce_sync, (openwire_port, queue, each, 1024, start))
+                for _ in range(producers)
+            ]
+        else:
+            prods = [
+                pool.apply_async(
+                    loadgen.produce, (port, destination, each, 1024, True, True, 0, start)
+                )
+                for _ in range(producers)
+            ]
         user0, sys0 = cpu_ticks(pid)
         switches0 = context_switches(pid)
         start.wait()
@@ -157,7 +169,9 @@ def strace_counts(port: int, pid: int, messages: int, producers: int) -> None:
     out.unlink()
 
 
-def callgrind_instructions(tree: str, workdir: Path, messages: int, producers: int) -> float:
+def callgrind_instructions(
+    tree: str, workdir: Path, messages: int, producers: int, openwire: bool = False
+) -> float:
     """Instructions the broker's process executes per send (user space, all threads), under
     callgrind: a count that a busy neighbour does not change, unlike a rate or a CPU time.
     Counted from the warm-up's end to the run's."""
@@ -177,11 +191,12 @@ def callgrind_instructions(tree: str, workdir: Path, messages: int, producers: i
         while not (line := proc.stdout.readline()).startswith("dovecote ready:"):
             if not line:
                 raise RuntimeError("the broker under valgrind exited")
-        port = int(next(f for f in line.split() if f.startswith("stomp=")).rsplit(":", 1)[1])
-        one_run(port, proc.pid, 300, producers)
+        ports = {k: int(v.rsplit(":", 1)[1]) for k, v in (f.split("=") for f in line.split()[2:])}
+        port, ow = ports["stomp"], ports["openwire"] if openwire else 0
+        one_run(port, proc.pid, 300, producers, ow)
         subprocess.run(["callgrind_control", "--instr=on", str(proc.pid)], check=True,
                        stdout=subprocess.DEVNULL)  # fmt: skip
-        one_run(port, proc.pid, messages, producers)
+        one_run(port, proc.pid, messages, producers, ow)
         subprocess.run(["callgrind_control", "--dump", str(proc.pid)], check=True,
                        stdout=subprocess.DEVNULL)  # fmt: skip
     finally:
@@ -203,6 +218,9 @@ def main() -> None:
     parser.add_argument("--src", action="append", default=[])
     parser.add_argument("--strace", action="store_true")
     parser.add_argument(
+        "--openwire", action="store_true", help="the producers send over OpenWire (owload.py)"
+    )
+    parser.add_argument(
         "--callgrind", action="store_true", help="count the broker's instructions per send instead"
     )
     parser.add_argument(
@@ -222,16 +240,19 @@ def main() -> None:
                 workdir = Path(tmp) / f"broker-{round_}-{trees.index(tree)}"
                 workdir.mkdir()
                 if args.callgrind:
-                    count = callgrind_instructions(tree, workdir, args.messages, args.producers)
+                    count = callgrind_instructions(
+                        tree, workdir, args.messages, args.producers, args.openwire
+                    )
                     print(f"{tree or 'installed'}: {count:,.0f} instructions per send", flush=True)
                     continue
                 with running_broker(CONFIG, workdir, env=env) as broker:
                     pid, port = broker.process.pid, broker.stomp_port
-                    one_run(port, pid, min(args.messages, 500), args.producers)  # warm-up
+                    ow = broker.openwire_port if args.openwire else 0
+                    one_run(port, pid, min(args.messages, 500), args.producers, ow)  # warm-up
                     if args.strace:
                         strace_counts(port, pid, args.messages, args.producers)
                         continue
-                    r = one_run(port, pid, args.messages, args.producers)
+                    r = one_run(port, pid, args.messages, args.producers, ow)
                     runs[tree].append(r)
                     print(
                         f"{tree or 'installed'}: {r.rate:,.0f} msg/s, user {r.user_us:.0f} us"

@@ -13,7 +13,7 @@ from dovecote.protocol.openwire import Marshaller, Structure
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.converter import OpenWireConverter
 from dovecote.protocol.openwire.primitives import encode_map, encode_text_body
-from dovecote.protocol.openwire.send_frames import SendFrames
+from dovecote.protocol.openwire.send_frames import SendFrames, command_id
 
 PRODUCER = Structure(t.PRODUCER_ID, {"connectionId": "ID:host-1-2-3:1", "sessionId": 1,
                                      "value": 4})  # fmt: skip
@@ -91,9 +91,14 @@ READ_STRAIGHT = {
     "sequence past the short integers": message(messageId=message_id(2**62 + 3)),
     "in a transaction": message(transactionId=Structure(t.LOCAL_TRANSACTION_ID, {
         "connectionId": Structure(t.CONNECTION_ID, {"value": "ID:c"}), "value": 3})),
+    # A synchronous send: read straight too, answered by the transport (command_id).
+    "response wanted": message(responseRequired=True),
+    "persistent, response wanted": message(persistent=True, responseRequired=True),
+    "in a transaction, response wanted": message(responseRequired=True, transactionId=Structure(
+        t.LOCAL_TRANSACTION_ID, {"connectionId": Structure(t.CONNECTION_ID, {"value": "ID:c"}),
+                                 "value": 4})),
 }  # fmt: skip
 GENERAL_PATH = {
-    "response wanted": message(responseRequired=True),
     "compressed": message(compressed=True),
     "broker path": message(brokerPath=[Structure(t.BROKER_ID, {"value": "b"})]),
     "cluster": message(cluster=[Structure(t.BROKER_ID, {"value": "b"})]),
@@ -201,3 +206,20 @@ def test_only_sends_that_want_a_response_ask_for_a_synced_store_write() -> None:
     converter.on_structure(info)
     windowed = converter.on_structure(message(persistent=True))
     assert windowed.producer_ack is not None and windowed.commands[0].sync is False
+
+
+def test_a_synchronous_send_is_read_straight_with_the_command_id_its_response_answers() -> None:
+    """Also from a producer with a window: a send that asks for a response gets that, not a
+    ProducerAck, on either path."""
+    converter = OpenWireConverter(ConnectionId("ID:client-9"), "broker")
+    info = Structure(t.PRODUCER_INFO, {"commandId": 2, "producerId": PRODUCER,
+                                       "destination": QUEUE, "windowSize": 65536})  # fmt: skip
+    converter.on_structure(info)
+    marshaller = Marshaller()
+    body = marshaller.frame(message(persistent=True, responseRequired=True, commandId=41))[4:]
+    straight = SendFrames(converter).read(body, 12)
+    assert straight is not None and straight.sync is True
+    assert straight == general(converter, marshaller, body)
+    assert command_id(body) == 41
+    answer = converter.response(command_id(body))
+    assert (answer.type, answer["correlationId"]) == (t.RESPONSE, 41)

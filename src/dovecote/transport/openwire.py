@@ -59,7 +59,7 @@ from dovecote.protocol.openwire.schema import (
     WIRE_FORMAT_INFO,
     type_name,
 )
-from dovecote.protocol.openwire.send_frames import SendFrames
+from dovecote.protocol.openwire.send_frames import SendFrames, command_id
 from dovecote.transport.listener import (
     MAX_BATCHED_SENDS,
     READ_CHUNK,
@@ -259,7 +259,7 @@ class OpenWireConnection:
                         continue
                     if request is None:
                         assert plain is not None  # read from its bytes: not batched here
-                        request = OpenWireRequest((plain,))
+                        request = self._straight_request(plain, frame)
                     if not await self._handle_request(request):
                         return
                 except Exception as exc:
@@ -308,6 +308,12 @@ class OpenWireConnection:
         """A frame's ack or send when it is in the common shape, read from its bytes."""
         version = self.marshaller.version
         return self.ack_frames.read(frame, version) or self.send_frames.read(frame, version)
+
+    def _straight_request(self, plain: MessageAck | SendMessage, frame: bytes) -> OpenWireRequest:
+        """A command read from its bytes as a request: a synchronous send is answered."""
+        if isinstance(plain, SendMessage) and plain.sync:
+            return OpenWireRequest((plain,), self.converter.response(command_id(frame)))
+        return OpenWireRequest((plain,))
 
     async def _handle(self, structure: Structure) -> bool:
         if structure.type == WIRE_FORMAT_INFO:
@@ -505,7 +511,12 @@ def _batchable(send: SendMessage) -> bool:
     """Whether a send nobody waits for may wait for the others read with it: when it needs
     no store write, no transaction and no temporary destination made first."""
     message = send.message
-    return not message.persistent and send.transaction_id is None and message.reply_to is None
+    return (
+        not send.sync
+        and not message.persistent
+        and send.transaction_id is None
+        and message.reply_to is None
+    )
 
 
 def _async_ack(request: OpenWireRequest) -> MessageAck | None:

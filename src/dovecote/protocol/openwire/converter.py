@@ -221,11 +221,15 @@ class OpenWireConverter:
         else:
             request = handler(self, s)
         if s["responseRequired"] and request.reply is None:
-            reply = Structure(t.RESPONSE, {"commandId": next(self._command_ids),
-                                           "correlationId": s["commandId"]})  # fmt: skip
-            return OpenWireRequest(request.commands, reply, request.connect, request.close,
+            return OpenWireRequest(request.commands, self.response(s["commandId"]),
+                                   request.connect, request.close,
                                    request.producer_ack)  # fmt: skip
         return request
+
+    def response(self, correlation_id: int) -> Structure:
+        """The plain Response to the command ``correlation_id`` names."""
+        return Structure(t.RESPONSE, {"commandId": next(self._command_ids),
+                                      "correlationId": correlation_id})  # fmt: skip
 
     def _connection_info(self, s: Structure) -> OpenWireRequest:
         if s["connectionId"] is not None:

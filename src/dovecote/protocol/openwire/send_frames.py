@@ -1,6 +1,8 @@
 """Message frames read straight into the core's SendMessage: a producer's sends in the common
-shape (nobody waits for an answer, no producer window, nothing compressed,
-no broker path or embedded structure; protocol version 10 or later). The general path
+shape (nothing compressed, no broker path or embedded structure, and either a response asked
+for or no producer window; protocol version 10 or later). A send that asks for a response
+(a synchronous send: ``SendMessage.sync``) is answered by the transport with a Response to
+its command id (``command_id``), as the general path's converter answers it. The general path
 parses about thirty fields into a Structure with nested Structures for its ids and
 destinations, then converts; here the fields go straight into the Message, and the ids and
 destinations, which repeat from one message to the next, are read once and found again by
@@ -48,11 +50,10 @@ class SendFrames(StraightReader[SendMessage]):
 
     def _read(self, body: bytes) -> SendMessage:
         body_type = BODY_TYPES[body[0]]
-        if body[5]:
-            raise Unusual  # responseRequired: the general path answers it
+        answered = body[5] != 0  # responseRequired: synced, then answered (command_id)
         end = value_end(body, 6, self._tails)
         producer_text = self._producer(body[6:end])
-        if self.converter.windowed(producer_text):
+        if not answered and self.converter.windowed(producer_text):
             raise Unusual  # the general path sends its ProducerAck
         pos = end
         end = value_end(body, pos, self._tails)
@@ -116,7 +117,7 @@ class SendFrames(StraightReader[SendMessage]):
             original_destination=original,
             properties=decode_map(marshalled) if marshalled else {},  # type: ignore[arg-type]
         )
-        return SendMessage(message, transaction, sync=False)  # nobody waits for it
+        return SendMessage(message, transaction, sync=answered)
 
     # -- ids and destinations, read once ------------------------------------------------------
 
@@ -152,6 +153,11 @@ class SendFrames(StraightReader[SendMessage]):
                 raise Unusual
             found = self._producers.keep(raw, self.converter.producer_text(self._value(raw)))
         return found
+
+
+def command_id(body: bytes) -> int:
+    """The command id of a frame's body (after its type byte): what its Response answers."""
+    return i32(body, 1)
 
 
 def _bytes(body: bytes, pos: int) -> tuple[bytes | None, int]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dovecote.broker.advisories import AdvisoryPlugin, NoConsumerAdvisories
 from dovecote.broker.broker import Broker
+from dovecote.broker.flag_advisories import FlagAdvisories, any_flag
 from dovecote.broker.plugins import BrokerPlugin
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.producer_audit import ProducerAudit
@@ -214,9 +215,12 @@ def make_plugins(config: Config) -> list[BrokerPlugin]:
         plugins.append(StreamPlugin())
     if config.broker.advisory_support:
         openwire = config.openwire
-        plugins.append(AdvisoryPlugin(f"tcp://{openwire.host}:{openwire.port}"))
+        advisories = AdvisoryPlugin(f"tcp://{openwire.host}:{openwire.port}")
+        plugins.append(advisories)
         if any(entry.send_advisory_if_no_consumers for entry in config.policy.entries):
             plugins.append(NoConsumerAdvisories())
+        if any_flag(config.policy.entries):
+            plugins.append(FlagAdvisories(advisories))
     # Always: bridges from other brokers are accepted (and audited) with or without ours.
     plugins.append(NetworkConnectors(network_settings(config)))
     return plugins

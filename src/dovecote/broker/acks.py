@@ -9,7 +9,7 @@ from dovecote.broker.connection import ConnectionState, ConsumerRecord, Transact
 from dovecote.broker.consumer import release_all
 from dovecote.broker.deadletters import DeadLetters
 from dovecote.broker.queue import Queue
-from dovecote.broker.regions import Regions
+from dovecote.broker.regions import Regions, consumes
 from dovecote.broker.topic import TopicSubscription
 from dovecote.core.commands import AckType, MessageAck
 
@@ -46,6 +46,8 @@ async def settle_ack(
                 release_all(entries)
                 if isinstance(origin, Queue):
                     origin.stats.dequeued += len(entries)
+                if regions.events is not None and consumes(origin):
+                    await regions.events.consumed(entries)
         case AckType.POISON:
             cause = ack.poison_cause or "poison ack from the consumer"
             consumer.settle(entries)

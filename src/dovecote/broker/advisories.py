@@ -255,7 +255,7 @@ class AdvisoryPlugin(BrokerPlugin):
         if message.type == ADVISORY_TYPE and is_advisory(message.destination):
             return
         properties: dict[str, PropertyValue] = {"orignalMessageId": message.message_id}
-        advisory = self.advisory(expired_topic(message.destination), _without_body(message),
+        advisory = self.advisory(expired_topic(message.destination), without_body(message),
                                  properties)  # fmt: skip
         await self.fire(advisory)
 
@@ -263,7 +263,7 @@ class AdvisoryPlugin(BrokerPlugin):
         if message.type == ADVISORY_TYPE and is_advisory(message.destination):
             return
         destination = message.destination
-        await self.fire(self.advisory(dead_lettered_topic(destination), _without_body(message)))
+        await self.fire(self.advisory(dead_lettered_topic(destination), without_body(message)))
 
     # -- replay -----------------------------------------------------------------------------
 
@@ -303,7 +303,7 @@ def _removal(object_id: ConnectionId | ConsumerId | ProducerId) -> RemoveInfo:
     return RemoveInfo(object_id, 0)
 
 
-def _without_body(message: Message) -> Message:
+def without_body(message: Message) -> Message:
     """A message as an advisory carries it: its body cleared (ActiveMQ's default,
     includeBodyForAdvisory false)."""
     return replace(message, body=b"", data_structure=None)

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from dovecote.broker.consumer import Entry
 from dovecote.broker.policy import BrokerSettings
@@ -21,6 +22,9 @@ from dovecote.core.destinations import Destination
 from dovecote.core.errors import DovecoteError
 from dovecote.core.message import Message
 from dovecote.store.api import PagingStore, PersistenceAdapter, QueuePage, QueuePosition
+
+if TYPE_CHECKING:
+    from dovecote.broker.message_events import MessageEvents
 
 log = logging.getLogger("dovecote.broker")
 
@@ -59,6 +63,8 @@ class Paging:
         self._flow_control_of: dict[Destination, bool] = {}  # (policies are fixed at start)
         self._unreadable: set[Destination] = set()
         """Queues whose stored messages the store could not read (logged once until it can)."""
+        self.events: MessageEvents | None = None
+        """Told of a send finding memory full (broker/message_events.py), while set."""
 
     # -- usage ---------------------------------------------------------------------------
 
@@ -75,6 +81,8 @@ class Paging:
         weigh on is full."""
         for destination in message.destination.components():
             for usage in self._limits(message, destination):
+                if usage.full and self.events is not None and usage.parent is self.usage.memory:
+                    await self.events.full(destination, usage, message)
                 await self.usage.wait_for(usage, str(destination))
 
     def admits_now(self, message: Message) -> bool:

@@ -30,6 +30,13 @@ empty tuple (and the per-message ones, not even that: the broker tests a flag fi
   is where it was), ``on_message_dead_lettered(message)`` for each message copied to a
   dead-letter queue (the message as it was). The broker tests a flag before each of the
   last four, so nobody overriding them costs a send one attribute test per batch;
+- message events, only while a plugin overrides one (broker/message_events.py wires them;
+  ActiveMQ's policy-flagged broker callbacks): ``on_message_delivered(message)`` once a
+  message is enqueued on a destination, ``on_message_consumed(message)`` once a consumer's
+  ack (or its auto-ack) removes it, ``on_message_discarded(message, consumer, count)`` when
+  a subscriber's pending limit drops it, ``on_slow_consumer(destination, consumer)`` when a
+  topic subscriber is found slow, ``on_usage_full(destination, usage, message)`` when a
+  send finds the destination's memory full (before it waits);
 - ``check_send(state, message)`` for every send as it is admitted, before anything is
   stored: raising refuses the send (synchronous and per message: cache decisions);
 - ``on_send(state, command)`` before a send is routed: True means the plugin took the
@@ -69,6 +76,7 @@ if TYPE_CHECKING:
     from dovecote.broker.contents import Contents
     from dovecote.broker.policy import BrokerSettings
     from dovecote.broker.query import BrokerQuery
+    from dovecote.broker.usage import Usage
 
 log = logging.getLogger("dovecote.broker")
 
@@ -175,6 +183,23 @@ class BrokerPlugin:
     async def on_message_dead_lettered(self, message: Message) -> None:
         return None
 
+    async def on_message_delivered(self, message: Message) -> None:
+        return None
+
+    async def on_message_consumed(self, message: Message) -> None:
+        return None
+
+    async def on_message_discarded(
+        self, message: Message, consumer: ConsumerInfo, discarded: int
+    ) -> None:
+        return None
+
+    async def on_slow_consumer(self, destination: Destination, consumer: ConsumerInfo) -> None:
+        return None
+
+    async def on_usage_full(self, destination: Destination, usage: Usage, message: Message) -> None:
+        return None
+
     def check_send(self, state: ConnectionState, message: Message) -> None:
         return None
 
@@ -225,6 +250,15 @@ class PluginChain:
         self.watches_destinations = bool(self._destination_created or self._destination_removed)
         """Read by the broker before it tells of destinations made or removed."""
         self.watches_expiry = bool(self._expired)
+        self._delivered = _overriding(self.plugins, "on_message_delivered")
+        self._consumed = _overriding(self.plugins, "on_message_consumed")
+        self._discarded = _overriding(self.plugins, "on_message_discarded")
+        self._slow = _overriding(self.plugins, "on_slow_consumer")
+        self._full = _overriding(self.plugins, "on_usage_full")
+        self.watches_messages = bool(
+            self._delivered or self._consumed or self._discarded or self._slow or self._full
+        )
+        """Read once by the broker: False leaves the regions without message events."""
         self.watches_dead_letters = bool(self._dead_lettered)
         self._requests = tuple(
             (prefix, plugin) for plugin in self.plugins for prefix in plugin.request_prefixes
@@ -318,6 +352,28 @@ class PluginChain:
     async def on_message_dead_lettered(self, message: Message) -> None:
         for plugin in self._dead_lettered:
             await plugin.on_message_dead_lettered(message)
+
+    async def on_message_delivered(self, message: Message) -> None:
+        for plugin in self._delivered:
+            await plugin.on_message_delivered(message)
+
+    async def on_message_consumed(self, message: Message) -> None:
+        for plugin in self._consumed:
+            await plugin.on_message_consumed(message)
+
+    async def on_message_discarded(
+        self, message: Message, consumer: ConsumerInfo, discarded: int
+    ) -> None:
+        for plugin in self._discarded:
+            await plugin.on_message_discarded(message, consumer, discarded)
+
+    async def on_slow_consumer(self, destination: Destination, consumer: ConsumerInfo) -> None:
+        for plugin in self._slow:
+            await plugin.on_slow_consumer(destination, consumer)
+
+    async def on_usage_full(self, destination: Destination, usage: Usage, message: Message) -> None:
+        for plugin in self._full:
+            await plugin.on_usage_full(destination, usage, message)
 
     def check_send(self, state: ConnectionState, message: Message) -> None:
         for plugin in self._check_send:

@@ -88,6 +88,15 @@ class DestinationPolicy:
     send_advisory_if_no_consumers: bool = False
     """ActiveMQ's sendAdvisoryIfNoConsumers: non-persistent messages sent while nobody
     consumes are copied to ActiveMQ.Advisory.NoConsumer.* (broker/advisories.py)."""
+    advisory_for_slow_consumers: bool = False
+    advisory_for_fast_producers: bool = False
+    advisory_when_full: bool = False
+    advisory_for_discarding_messages: bool = False
+    advisory_for_delivery: bool = False
+    advisory_for_consumed: bool = False
+    """ActiveMQ's advisoryForSlowConsumers, advisoryForFastProducers, advisoryWhenFull,
+    advisoryForDiscardingMessages, advisoryForDelivery, advisoryForConsumed
+    (broker/flag_advisories.py)."""
     queue_prefetch: int = QUEUE_PREFETCH
     queue_browser_prefetch: int = QUEUE_BROWSER_PREFETCH
     topic_prefetch: int = TOPIC_PREFETCH

@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from itertools import count
+from typing import TYPE_CHECKING
 
 from dovecote.broker.connection import Origin
 from dovecote.broker.consumer import Dispatched, Entry, release_all
@@ -37,6 +38,9 @@ from dovecote.store.api import (
     RemoveMessage,
     StoreOp,
 )
+
+if TYPE_CHECKING:
+    from dovecote.broker.message_events import MessageEvents
 
 log = logging.getLogger("dovecote.broker")
 
@@ -77,6 +81,8 @@ class Regions:
         watch destinations: advisories); None keeps no list."""
         self.created: list[Destination] = []
         """Made since ``on_created`` was last told (only while it is set)."""
+        self.events: MessageEvents | None = None
+        """Message events for plugins (broker/message_events.py), None while none listens."""
 
     def load(self, recovered: RecoveredState | PagedRecovery) -> None:
         """Fill the destinations from what the store recovered at start: whole messages, or
@@ -255,15 +261,22 @@ class Regions:
                 if dropped is not None:
                     dropped.release()
                     log.debug("pending limit dropped %s on %s", dropped.message_id, sub.destination)
+                    if self.events is not None:
+                        await self.events.discarded(sub, dropped)
                 touched[id(sub)] = sub
         if stamped:
             sequencer.closed(first_seq)
         if accepted is not None:
             accepted()
+        events = self.events
+        if events is not None:
+            await events.delivered([*to_queues, *(message for message, _ in to_topics)])
         for queue in queues.values():
             await self._dispatch_queue(queue)
         for sub in touched.values():
             await self._dispatch_sub(sub)
+            if events is not None:
+                await events.dispatched(sub)
         if self.created:
             await self.announce_created()
 
@@ -319,6 +332,8 @@ class Regions:
                     stats.dispatched += 1
                     stats.dequeued += 1
             release_all(done.settled)
+            if self.events is not None and consumes(origin):
+                await self.events.consumed(done.settled)
             # Auto-acked on dispatch: nobody waits for these removals, so they need no sync
             # of their own (KahaDB syncs only acks a client asked a response for); a crash
             # before the next sync may redeliver them (at least once, compatibility M7).
@@ -358,6 +373,11 @@ class Regions:
         """Remove entries from their origin's keeping: the store's and the usages'."""
         self.write_behind(self.consume_ops(origin, entries))
         release_all(entries)
+
+
+def consumes(origin: Queue | TopicSubscription) -> bool:
+    """Its acks are what ActiveMQ calls consumed: a queue's, or a durable subscription's."""
+    return isinstance(origin, Queue) or origin.durable is not None
 
 
 def log_failure(what: str) -> Callable[[asyncio.Future[None]], None]:

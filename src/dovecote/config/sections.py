@@ -219,6 +219,14 @@ class PolicyEntry(Section, frozen=True):
     out of memory and producers go on; vm: all stay in memory, producers wait at the limit."""
     send_advisory_if_no_consumers: bool = False
     """ActiveMQ's sendAdvisoryIfNoConsumers (ActiveMQ.Advisory.NoConsumer.*)."""
+    advisory_for_slow_consumers: bool = False
+    advisory_for_fast_producers: bool = False
+    advisory_when_full: bool = False
+    advisory_for_discarding_messages: bool = False
+    advisory_for_delivery: bool = False
+    advisory_for_consumed: bool = False
+    """ActiveMQ's policy flags of the same names (camelCase there): SlowConsumer,
+    FastProducer, FULL, MessageDiscarded, MessageDelivered, MessageConsumed advisories."""
     queue_prefetch: NonNegative = QUEUE_PREFETCH
     queue_browser_prefetch: NonNegative = QUEUE_BROWSER_PREFETCH
     topic_prefetch: NonNegative = TOPIC_PREFETCH
@@ -247,6 +255,12 @@ class PolicyEntry(Section, frozen=True):
             producer_flow_control=self.producer_flow_control,
             store_cursor=self.pending_queue_cursor == "store",
             send_advisory_if_no_consumers=self.send_advisory_if_no_consumers,
+            advisory_for_slow_consumers=self.advisory_for_slow_consumers,
+            advisory_for_fast_producers=self.advisory_for_fast_producers,
+            advisory_when_full=self.advisory_when_full,
+            advisory_for_discarding_messages=self.advisory_for_discarding_messages,
+            advisory_for_delivery=self.advisory_for_delivery,
+            advisory_for_consumed=self.advisory_for_consumed,
             queue_prefetch=self.queue_prefetch,
             queue_browser_prefetch=self.queue_browser_prefetch,
             topic_prefetch=self.topic_prefetch,

@@ -1,0 +1,78 @@
+"""What an idle broker does not carry (issue 33: idle memory). `dovecote broker` on the
+journal store, started as `make run` starts it, in a fresh interpreter: once it has started
+(the moment the CLI tunes the collector, just before its "dovecote ready" line), none of
+the modules below is imported. Each is a sizeable share of an idle broker's memory
+(docs/performance.md) that only some brokers need, and loads when they do: the admin API
+at the console's first request, SQLAlchemy for the SQL stores, plyvel and kazoo for
+LevelDB and replication, the client and the Spark source for their own users; the command
+line is argparse (typer would bring pydantic and rich)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+NOT_AT_IDLE = [
+    # the admin API (web/console.py loads it at the first request)
+    "starlette", "uvicorn", "prometheus_client", "anyio", "h11", "dovecote.web.admin",
+    # stores other than the journal
+    "sqlalchemy", "dovecote.store.sql", "plyvel", "dovecote.store.leveldb", "kazoo",
+    "dovecote.store.replicated.adapter",
+    # what the command line and the configuration do without
+    "pydantic", "typer", "click", "rich",
+    # other users' parts of the package
+    "dovecote.client", "dovecote.spark", "pyspark", "dovecote.migrate", "dovecote.tools",
+    # nothing at start needs a process pool or foreign calls
+    "multiprocessing", "ctypes",
+]  # fmt: skip
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import dovecote.cli as cli
+
+    NOT_AT_IDLE = json.loads(sys.argv[1])
+    tune = cli.tune_collector
+
+    def started():
+        tune()
+        loaded = [m for m in NOT_AT_IDLE if m in sys.modules]
+        print("loaded: " + json.dumps(loaded), flush=True)
+
+    cli.tune_collector = started
+    cli.main(["broker", "--stomp-port", "0", "--openwire-port", "0", "--console-port", "0",
+              "--config", sys.argv[2]])
+    """
+)
+
+
+def test_an_idle_broker_has_not_imported_what_only_some_brokers_need(tmp_path: Path) -> None:
+    config = tmp_path / "dovecote.toml"
+    config.write_text(
+        f'[broker]\ndata_dir = "{tmp_path / "data"}"\n'
+        '[store]\nkind = "journal"\nenable_journal_disk_syncs = true\n'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, json.dumps(NOT_AT_IDLE), str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("loaded: "):
+                assert json.loads(line.removeprefix("loaded: ")) == []
+                break
+        else:
+            raise AssertionError(f"the broker did not start: {lines}")
+        ready = proc.stdout.readline()
+        assert ready.startswith("dovecote ready: ")  # the broker that was looked at serves
+    finally:
+        proc.terminate()
+        proc.wait(30)

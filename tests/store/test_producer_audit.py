@@ -144,6 +144,38 @@ async def test_a_duplicate_in_a_transaction_is_dropped_and_the_rest_commits(
         await broker.stop()
 
 
+async def transacted(client: Client, key: str, sequences: list[int], commit: bool) -> None:
+    tx = TransactionId(client.connection, key)
+    broker = client.broker
+    await broker.process(
+        client.connection, TransactionInfo(client.connection, tx, TransactionType.BEGIN)
+    )
+    for n in sequences:
+        await broker.process(client.connection, send(n, tx))
+    if commit:
+        await broker.process(
+            client.connection, TransactionInfo(client.connection, tx, TransactionType.COMMIT)
+        )
+
+
+async def test_a_transaction_lost_with_its_connection_goes_through_when_replayed(
+    tmp_path: Path,
+) -> None:
+    broker = await started(LevelDBPersistenceAdapter(tmp_path))
+    try:
+        lost = await Client(broker, "lost").open()
+        await transacted(lost, "1", [1, 2], commit=False)
+        await broker.remove_connection(lost.connection)  # rolled back with it
+        replayed = await Client(broker, "replayed").open()
+        await transacted(replayed, "1", [1, 2], commit=True)
+        # A committed transaction whose answer was lost, replayed: nothing twice.
+        again = await Client(broker, "again").open()
+        await transacted(again, "2", [1, 2, 3], commit=True)
+        assert await again.consume() == ["1", "2", "3"]
+    finally:
+        await broker.stop()
+
+
 async def test_non_persistent_sends_are_not_checked() -> None:
     broker = await started(MemoryPersistenceAdapter())
     try:

@@ -10,7 +10,9 @@ rejected"), for any connection. Here one check does both, for every connection b
 network bridge's (the network plugin's audit handles those), whatever the store kind: it
 starts from what the store holds (store/producers.py: a promoted replicated slave holds
 the master's keys) and notes every persistent send after. A duplicate in a transaction is
-dropped too (ActiveMQ logs it as a warning): it is not part of the transaction.
+dropped too (ActiveMQ logs it as a warning): it is not part of the transaction. A
+transaction's sends are noted when it commits, as KahaDB's tracker sees them only then: a
+transaction lost with its connection and replayed by a failover client goes through.
 
 It hangs on the connection's ``send_audit`` (the seam the network audit uses), which the
 broker tests on every send anyway: one call per send, no await (about 0.4 us). Sends
@@ -24,8 +26,9 @@ know it from its journal).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
-from dovecote.broker.connection import ConnectionState
+from dovecote.broker.connection import ConnectionState, LocalTransaction
 from dovecote.broker.plugins import BrokerPlugin, PluginHost
 from dovecote.core.message import Message
 from dovecote.store.api import PersistenceAdapter
@@ -51,16 +54,30 @@ class ProducerAudit(BrokerPlugin):
         # Not a network bridge's: it forwards many producers' messages, each destination's
         # in its own order (the network plugin audits those).
         if state.send_audit is None and state.info.network_broker_id is None:
-            state.send_audit = self.duplicate
+            state.send_audit = self._audit(state)
 
-    def duplicate(self, message: Message) -> bool:
-        """True for a persistent send had already (the broker then drops it, answered)."""
-        if not message.persistent or not self.sequences.seen(message.message_id):
-            return False
-        self.dropped += 1
-        log.info(
-            "a duplicate send of %s dropped (a persistent send of that producer with "
-            "that sequence id or a later one came before)",
-            message.message_id,
-        )
-        return True
+    def _audit(self, state: ConnectionState) -> Callable[[Message], bool]:
+        transactions = state.transactions
+
+        def duplicate(message: Message) -> bool:
+            """True for a persistent send had already (the broker drops it, answered)."""
+            if not message.persistent:
+                return False
+            if transactions:
+                # It may belong to a transaction, which may not commit (a replay of one lost
+                # with its connection must go through): checked now, noted at the commit.
+                if not self.sequences.holds(message.message_id):
+                    return False
+            elif not self.sequences.seen(message.message_id):
+                return False
+            self.dropped += 1
+            log.info("a duplicate send of %s dropped (its producer sent that sequence id or a "
+                     "later one before)", message.message_id)  # fmt: skip
+            return True
+
+        return duplicate
+
+    async def after_commit(self, state: ConnectionState, tx: LocalTransaction) -> None:
+        for message in tx.sends:
+            if message.persistent:
+                self.sequences.note(message.message_id)

@@ -45,6 +45,12 @@ class ProducerSequences:
     def note(self, message_id: str) -> None:
         self.seen(message_id)
 
+    def holds(self, message_id: str) -> bool:
+        """Whether ``seen`` would call this id a duplicate, noting nothing."""
+        producer, _, sequence = message_id.rpartition(":")
+        last = self._last.get(producer)
+        return last is not None and sequence.isdigit() and int(sequence) <= last
+
     def seen(self, message_id: str) -> bool:
         """Note a message id; True when its sequence is not above its producer's last one
         (a duplicate: the last one stays). Called for every persistent send: kept short

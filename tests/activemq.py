@@ -23,6 +23,15 @@ PACKAGED_CONF = Path("/etc/activemq/instances-available/main")
 READY_TIMEOUT_S = 90.0
 JVM_HEAP = ("-Xms256M", "-Xmx512M")
 """The broker's heap: what bench/runtimes.py gives a bare JVM too, so that both compare."""
+LOCKER_LOG4J = (
+    "log4j.rootLogger=WARN, out\n"
+    "log4j.logger.org.apache.activemq.store.SharedFileLocker=INFO\n"
+    "log4j.logger.org.apache.activemq.broker.BrokerService=INFO\n"
+    "log4j.appender.out=org.apache.log4j.ConsoleAppender\n"
+    "log4j.appender.out.layout=org.apache.log4j.PatternLayout\n"
+    "log4j.appender.out.layout.ConversionPattern=%p %c{1} %m%n\n"
+)
+"""For a shared-store pair: the lock's wait and the broker's start, logged to out.log."""
 
 
 @dataclass
@@ -50,6 +59,12 @@ def accepts(port: int) -> bool:
         return False
 
 
+def waits_for_lock(base: Path) -> bool:
+    """The broker in ``base`` says it waits, as a slave, for its shared store's lock."""
+    log = base / "out.log"
+    return log.exists() and "now in slave mode" in log.read_text(errors="replace")
+
+
 @contextmanager
 def running_activemq(
     base: Path | None = None,
@@ -60,6 +75,8 @@ def running_activemq(
     plugins: str = "",
     network_connectors: str = "",
     policy_entries: str = "",
+    kahadb: Path | None = None,
+    standby: bool = False,
 ) -> Iterator[ActiveMQ]:
     """Start ActiveMQ; with ``base`` (kept afterwards) and a fixed port a test can kill it
     and start it again on the same store. ``scheduler_support`` turns on its scheduler
@@ -70,7 +87,10 @@ def running_activemq(
     transport connector on a free port. ``plugins`` is XML put in ``<plugins>``, e.g. a
     simpleAuthenticationPlugin and an authorizationPlugin (tests/securitykit.py).
     ``network_connectors`` is XML put in ``<networkConnectors>`` (its ``<networkConnector>``
-    elements). ``policy_entries`` is XML put first in ``<policyEntries>``."""
+    elements). ``policy_entries`` is XML put first in ``<policyEntries>``. ``kahadb`` is
+    a KahaDB directory two brokers may share (a shared-store master/slave pair; its lock is
+    tried every second). ``standby``: the broker is one such pair's slave, which opens no
+    port until it holds the lock, so it is ready once its log says it waits for the lock."""
     keep = base is not None
     base = base or Path(tempfile.mkdtemp(prefix="dovecote-amq-"))
     try:
@@ -111,6 +131,17 @@ def running_activemq(
                 "</pendingMessageLimitStrategy></policyEntry></policyEntries>",
                 1,
             )
+        logging: list[str] = []
+        if kahadb is not None:
+            # The package's log4j has no appender: the slave's wait must reach out.log.
+            (base / "log4j.properties").write_text(LOCKER_LOG4J)
+            logging.append(f"-Dlog4j.configuration=file:{base / 'log4j.properties'}")
+            xml = xml.replace(
+                '<kahaDB directory="${activemq.base}/data/kahadb"/>',
+                f'<kahaDB directory="{kahadb}"><locker><shared-file-locker '
+                'lockAcquireSleepInterval="1000"/></locker></kahaDB>',
+                1,
+            )
         if scheduler_support:
             xml = xml.replace("<broker ", '<broker schedulerSupport="true" ', 1)
         ssl_port = 0
@@ -126,14 +157,14 @@ def running_activemq(
             )
         conf.write_text(xml)
         proc = subprocess.Popen(
-            ["java", *JVM_HEAP, f"-Dactivemq.home={HOME}", f"-Dactivemq.base={base}",
+            ["java", *JVM_HEAP, *logging, f"-Dactivemq.home={HOME}", f"-Dactivemq.base={base}",
              f"-Dactivemq.conf={base}", f"-Dactivemq.data={base / 'data'}",
              "-jar", str(HOME / "bin" / "activemq.jar"), "start", f"xbean:file:{conf}"],
             stdout=(base / "out.log").open("wb"), stderr=subprocess.STDOUT,
         )  # fmt: skip
         try:
             deadline = time.monotonic() + READY_TIMEOUT_S
-            while not accepts(openwire):
+            while not (waits_for_lock(base) if standby else accepts(openwire)):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     log = (base / "out.log").read_text(errors="replace")[-3000:]
                     raise RuntimeError(f"ActiveMQ did not start:\n{log}")

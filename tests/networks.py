@@ -110,6 +110,24 @@ def send(
             producer.send(body, persistent=persistent)
 
 
+def send_in_background(
+    port: int, destination: Destination, bodies: Sequence[str]
+) -> threading.Event:
+    """Send ``bodies`` persistent from a thread (to go on through a broker's kill); the event
+    is set once all are sent."""
+    sent = threading.Event()
+
+    def produce() -> None:
+        with ConnectionFactory(url(port)).create_connection() as connection:
+            producer = connection.create_session().create_producer(destination)
+            for body in bodies:
+                producer.send(Message(body), persistent=True)
+        sent.set()
+
+    threading.Thread(target=produce, daemon=True).start()
+    return sent
+
+
 @contextmanager
 def consumer(port: int, destination: Destination) -> Iterator[MessageConsumer]:
     with ConnectionFactory(url(port)).create_connection() as connection:

@@ -6,14 +6,19 @@ connector bridges to it, and every persistent message arrives once."""
 from __future__ import annotations
 
 import os
-import threading
 import uuid
 from pathlib import Path
 
 from brokers import running_broker
-from dovecote.client import ConnectionFactory, Message
 from dovecote.core.destinations import queue
-from networks import Collector, connector_toml, quiet_for, standby_broker, url, wait_for
+from networks import (
+    Collector,
+    connector_toml,
+    quiet_for,
+    send_in_background,
+    standby_broker,
+    wait_for,
+)
 from ports import free_port
 
 COUNT = 2000 if os.environ.get("DOVECOTE_LONG") else 400
@@ -38,17 +43,7 @@ def test_a_masterslave_connector_follows_the_pair_across_a_kill_9_of_the_master(
             running_broker(a_config, a_dir) as a:  # fmt: skip
         wait_for(lambda: "bridge to broker B" in a.log_text(), "the bridge to the master")
         collector.start()
-        sent = threading.Event()
-
-        def produce() -> None:  # sending on A the whole time, the kill included
-            with ConnectionFactory(url(a.openwire_port)).create_connection() as connection:
-                producer = connection.create_session().create_producer(queue(name))
-                for body in bodies:
-                    producer.send(Message(body), persistent=True)
-            sent.set()
-
-        producer = threading.Thread(target=produce, daemon=True)
-        producer.start()
+        sent = send_in_background(a.openwire_port, queue(name), bodies)
         wait_for(lambda: len(collector.bodies) >= COUNT // 4, "forwarding under way")
         master.process.kill()
         master.process.wait()

@@ -66,6 +66,8 @@ def detach(
         returned = origin.remove_consumer(record.consumer)
     else:
         returned = origin.detach()
+        if regions.events is not None:  # (what it knew of a slow subscriber)
+            regions.events.forget(record.consumer.info.consumer_id)
         if origin.durable is None:
             regions.drop_topic_subscription(origin)
             # A non-durable subscription's messages go with it.

@@ -79,6 +79,11 @@ class MessageEvents:
             self._slow.add(info.consumer_id)
             await self.plugins.on_slow_consumer(sub.destination, info)
 
+    def forget(self, consumer_id: ConsumerId) -> None:
+        """A topic subscriber left: its slowness and discards are no longer kept."""
+        self._slow.discard(consumer_id)
+        self._discarded.pop(consumer_id, None)
+
     async def full(self, destination: Destination, usage: Usage, message: Message) -> None:
         await self.plugins.on_usage_full(destination, usage, message)
 

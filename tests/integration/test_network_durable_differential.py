@@ -26,14 +26,21 @@ from ports import free_port
 
 
 @contextmanager
-def broker(kind: str, role: str, workdir: Path, port: int, remote: int, dynamic_only: bool
-           ) -> Iterator[None]:  # fmt: skip
+def broker(kind: str, role: str, workdir: Path, port: int, remote: int, dynamic_only: bool,
+           synced: str | None = None) -> Iterator[None]:  # fmt: skip
     """Broker ``role`` (A bridges to ``remote``; B has no connector) of either kind, on a
-    fixed port and a store that outlives it."""
+    fixed port and a store that outlives it; ``synced``: A's connector syncs the durable
+    subscriptions on these topics (syncDurableSubs, the topics dynamically included)."""
     if kind == "activemq":
+        sync = ""
+        if synced is not None:
+            included = f'<topic physicalName="{synced}"/>'
+            sync = (' syncDurableSubs="true"><dynamicallyIncludedDestinations>'
+                    f"{included}</dynamicallyIncludedDestinations>")  # fmt: skip
         connector = (
             f'<networkConnector name="a-b" uri="static:(tcp://127.0.0.1:{remote})" '
-            f'dynamicOnly="{str(dynamic_only).lower()}"/>'
+            f'dynamicOnly="{str(dynamic_only).lower()}"'
+            + (f"{sync}</networkConnector>" if sync else "/>")
         )
         with running_activemq(base=workdir, openwire_port=port,
                               network_connectors=connector if role == "A" else ""):  # fmt: skip
@@ -45,6 +52,9 @@ def broker(kind: str, role: str, workdir: Path, port: int, remote: int, dynamic_
             f'[[network_connectors]]\nname = "a-b"\nuri = "static:(tcp://127.0.0.1:{remote})"\n'
             f"dynamic_only = {str(dynamic_only).lower()}\n"
         )
+        if synced is not None:
+            included = f'[{{ topic = "{synced}" }}]'
+            config += f"sync_durable_subs = true\ndynamically_included_destinations = {included}\n"
     with running_broker(config, workdir, openwire_port=port):
         yield
 

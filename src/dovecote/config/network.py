@@ -58,6 +58,8 @@ class NetworkConnectorSection(Section, frozen=True):
     max_reconnect_delay_ms: Positive = 30_000
     use_exponential_backoff: bool = True
     back_off_multiplier: Annotated[float, Meta(ge=1.0)] = 2.0
+    sync_durable_subs: bool = False
+    """A starting bridge syncs the network durable subscriptions with the remote's."""
     replay_when_no_consumers: bool = True
     """Queue messages go back over the bridge they came by when their consumers moved."""
 
@@ -100,4 +102,5 @@ class NetworkConnectorSection(Section, frozen=True):
                 self.use_exponential_backoff,
             ),
             replay_when_no_consumers=self.replay_when_no_consumers,
+            sync_durable_subs=self.sync_durable_subs,
         )

@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -39,8 +38,6 @@ from dovecote.core.commands import (
     ConnectionInfo,
     ConsumerInfo,
     DestinationInfo,
-    MessageAck,
-    MessageDispatch,
     RemoveInfo,
     RemoveSubscriptionInfo,
     SessionInfo,
@@ -50,21 +47,24 @@ from dovecote.core.errors import DovecoteError
 from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
 from dovecote.core.message import Message
 from dovecote.network.duplex import DuplexInbound
+from dovecote.network.forwarding import Forwarding
 from dovecote.network.paths import broker_path
 from dovecote.network.settings import NETWORK_CONSUMER_PRIORITY, NetworkConnectorSettings
-from dovecote.network.wire import Channel, RemoteError
+from dovecote.network.sync import (
+    DURABLE_SYNC_VERSION,
+    is_own_network_subscription,
+    subscription_info,
+)
+from dovecote.network.wire import Channel
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.converter import OpenWireConverter
-from dovecote.protocol.openwire.structures import destination_of, destination_structure
+from dovecote.protocol.openwire.structures import destination_of
 
 log = logging.getLogger("dovecote.network")
 
 ADVISORY_PREFIX: Final = "ActiveMQ.Advisory."
 REQUEST_TIMEOUT_S: Final = 30.0
-ANSWER_EVERY: Final = 100
-"""The longest run of persistent messages sent on with one answer asked for (the rest of
-the window stays in flight while a run's answer comes back)."""
 CONSUMER_ADVISORIES: Final = (
     "ActiveMQ.Advisory.Consumer.>,ActiveMQ.Advisory.TempQueue,ActiveMQ.Advisory.TempTopic"
 )
@@ -82,16 +82,6 @@ class LocalBroker(PluginHost, Protocol):
     async def remove_connection(
         self, connection_id: ConnectionId, last_delivered: int = ...
     ) -> None: ...
-
-
-class Answer:
-    """The remote's answer to the last of a run of persistent messages sent on, which
-    tells that it stored them all (None until that last one is sent)."""
-
-    __slots__ = ("future",)
-
-    def __init__(self) -> None:
-        self.future: asyncio.Future[Structure] | None = None
 
 
 @dataclass
@@ -128,7 +118,7 @@ def path_of(s: Structure) -> tuple[str, ...]:
     return tuple(str(b["value"]) for b in s["brokerPath"] or () if b is not None)
 
 
-class Bridge:
+class Bridge(Forwarding):
     """One bridge, from connecting to closing; ``run`` returns when it fails or stops (the
     connector then connects again after its back-off)."""
 
@@ -172,13 +162,7 @@ class Bridge:
         self.by_remote: dict[tuple[Any, ...], Any] = {}
         self.by_local: dict[ConsumerId, Demand] = {}
         self._converter = OpenWireConverter(self.connection_id, broker.settings.broker_name)
-        self._outbox: deque[MessageDispatch] = deque()
-        self._outbox_filled = asyncio.Event()
-        self._sent: deque[tuple[ConsumerId, str, Answer | None]] = deque()
-        """What was sent on and is not yet acknowledged here, in the order sent, with the
-        answer that tells a persistent one is stored there."""
-        self._sent_more = asyncio.Event()
-        self._answer_every = ANSWER_EVERY if remote.reports_errors else 1
+        self._start_forwarding()
         self._advisories: asyncio.Queue[Structure | None] = asyncio.Queue()
         self._remote_conn = f"{self.connection_id}-remote"
         self._remote_consumer = Structure(t.CONSUMER_ID, {
@@ -208,6 +192,10 @@ class Bridge:
                 "brokerName": name, "networkConnection": True, "duplexConnection": s.duplex,
                 "networkProperties": s.network_properties(name),
             }))  # fmt: skip
+            if s.sync_durable_subs and s.duplex and self.remote.version >= DURABLE_SYNC_VERSION:
+                # (As ActiveMQ's: the remote's bridge back syncs from ours.)
+                self.remote.send(subscription_info(self.broker.query, name,
+                                                   s.dynamically_included))  # fmt: skip
         connection_info = Structure(t.CONNECTION_INFO, {
             "connectionId": Structure(t.CONNECTION_ID, {"value": self._remote_conn}),
             "clientId": f"{s.name}_{name}_outbound", "userName": s.user, "password": s.password,
@@ -296,10 +284,7 @@ class Bridge:
         """Close both sides: what was sent and not yet answered comes back to the queue
         here as it was (not counted as a redelivery) and goes again on the next bridge."""
         await self.remote.close(self.failure)
-        for _, _, answer in self._sent:
-            if answer is not None and answer.future is not None and answer.future.done():
-                answer.future.exception()  # (read: the messages stay here and go again)
-        self._sent.clear()
+        self._forget_sent()
         with contextlib.suppress(DovecoteError):
             await self.broker.remove_connection(self.connection_id, LAST_DELIVERED_UNSET)
             if self.duplex_inbound is not None:
@@ -310,7 +295,9 @@ class Bridge:
         duplex connection, the remote's bridge back)."""
         if self.duplex_inbound is not None and self.duplex_inbound.take(s):
             return
-        if s.type == t.MESSAGE_DISPATCH and s["message"] is not None:
+        if (s.type == t.MESSAGE_DISPATCH and s["message"] is not None) or (
+            s.type == t.BROKER_SUBSCRIPTION_INFO
+        ):
             self._advisories.put_nowait(s)
         elif s.type == t.CONNECTION_ERROR:
             exception = s["exception"]
@@ -319,6 +306,9 @@ class Bridge:
 
     async def _advisory_loop(self) -> None:
         while (dispatch := await self._advisories.get()) is not None:
+            if dispatch.type == t.BROKER_SUBSCRIPTION_INFO:
+                await self._sync_durables(dispatch)
+                continue
             message = dispatch["message"]
             if not dispatch["forwarded"]:
                 self.remote.send(Structure(t.MESSAGE_ACK, {
@@ -441,6 +431,11 @@ class Bridge:
         if known:
             return
         del self.durable_remote[destination]
+        await self._delete_network_durable(destination)
+
+    async def _delete_network_durable(self, destination: Destination) -> None:
+        """Delete the topic's network durable subscription here, with what it kept;
+        non-durable remote subscribers it served get a plain conduit consumer."""
         durable_key = ("durable", destination)
         demand = self.demands.get(durable_key)
         plain: set[tuple[Any, ...]] = set()
@@ -456,6 +451,35 @@ class Bridge:
                  self.settings.name, local_name)  # fmt: skip
         for key in plain:
             await self._subscribe((destination, None), destination, key, None, 0, ())
+
+    async def _sync_durables(self, info: Structure) -> None:
+        """The remote's durable subscriptions (its BrokerSubscriptionInfo, asked for by
+        sync_durable_subs; ActiveMQ's conditions: conduit subscriptions and not
+        dynamic_only): the ones on the dynamically included destinations are taken as
+        demand, as their advisories would be (a network durable subscription made here
+        for each that appeared while the bridge was down); then the network durable
+        subscriptions on those destinations that no remote one needs are deleted."""
+        s = self.settings
+        if not s.sync_durable_subs or not s.conduit_subscriptions or s.dynamic_only:
+            return
+        included = s.dynamically_included
+        for consumer in info["subscriptionInfos"] or ():
+            if consumer is None or is_own_network_subscription(consumer, s.name):
+                continue
+            with contextlib.suppress(DovecoteError):
+                destination = destination_of(consumer["destination"])
+                if destination is not None and any(p.matches(destination) for p in included):
+                    await self._remote_consumer_added(consumer)
+        for key in list(self.demands):
+            if not (isinstance(key, tuple) and len(key) == 2 and key[0] == "durable"):
+                continue
+            destination = key[1]
+            if any(p.matches(destination) for p in included) and not self.durable_remote.get(
+                destination
+            ):
+                log.info("bridge %s: the remote has no durable subscription on %s any more",
+                         s.name, destination)  # fmt: skip
+                await self._delete_network_durable(destination)
 
     async def _subscribe(
         self,
@@ -535,125 +559,6 @@ class Bridge:
                 and self.local_consumers(message.destination) == 0
             )
         return len(path) < self.settings.message_ttl and self.local_id not in path
-
-    def _on_local_dispatch(self, dispatch: MessageDispatch) -> None:
-        self._outbox.append(dispatch)
-        self._outbox_filled.set()
-
-    async def _forward_loop(self) -> None:
-        """Send on what the local consumers got, without waiting for answers: the
-        non-persistent messages one way, the persistent ones in runs, the last of each run
-        asking for the answer that tells the remote has stored the run (it handles a
-        connection's commands in order; one it refuses is told as a ConnectionError
-        before that answer, and the bridge then ends). Many runs are in flight at once, up
-        to the consumers' prefetch; the ack loop settles the local copies behind them."""
-        remote = self.remote
-        outbox = self._outbox
-        sent = self._sent
-        by_local = self.by_local
-        while True:
-            if not outbox:
-                self._outbox_filled.clear()
-                await self._outbox_filled.wait()
-                continue
-            messages = [
-                (dispatch.consumer_id, dispatch.message)
-                for dispatch in outbox
-                if dispatch.message is not None and dispatch.consumer_id in by_local
-            ]
-            outbox.clear()
-            persistent_left = sum(1 for _, message in messages if message.persistent)
-            answer = Answer()
-            run = 0
-            for consumer_id, message in messages:
-                structure = self._outgoing(message)
-                if not message.persistent:
-                    remote.send(structure)
-                    sent.append((consumer_id, message.message_id, None))
-                    continue
-                persistent_left -= 1
-                run += 1
-                sent.append((consumer_id, message.message_id, answer))
-                if persistent_left and run < self._answer_every:
-                    remote.send(structure)
-                    continue
-                answer.future = remote.request(structure)
-                answer = Answer()
-                run = 0
-            self._sent_more.set()
-            await remote.drain()
-
-    def _outgoing(self, message: Message) -> Structure:
-        """The message as the remote gets it: the same id, our producer, the path grown."""
-        path = broker_path(message)
-        if path:
-            self.forget(message.message_id)
-        structure = self._converter.from_message(message)
-        structure.fields["producerId"] = self._remote_producer
-        structure.fields["destination"] = destination_structure(message.destination)
-        structure.fields["brokerPath"] = [
-            Structure(t.BROKER_ID, {"value": broker}) for broker in (*path, self.local_id)
-        ]
-        return structure
-
-    async def _ack_loop(self) -> None:
-        """Acknowledge the local copies in the order they were sent, each once the remote
-        has it (a persistent one once the remote answered its run: stored), all those
-        ready at once: one range ack per local consumer (as ActiveMQ's bridge acks)."""
-        sent = self._sent
-        while True:
-            if not sent:
-                self._sent_more.clear()
-                await self._sent_more.wait()
-                continue
-            head = sent[0][2]
-            if head is not None and head.future is not None and not head.future.done():
-                with contextlib.suppress(RemoteError):
-                    await head.future  # (its failure is read below)
-            ready: list[tuple[ConsumerId, str]] = []
-            while sent:
-                consumer_id, message_id, answer = sent[0]
-                if answer is not None:
-                    future = answer.future
-                    if future is None or not future.done():
-                        break
-                    failure = future.exception()
-                    if failure is not None:
-                        self.failure = f"the remote refused a forwarded message: {failure}"
-                        self.stop()
-                        return
-                sent.popleft()
-                ready.append((consumer_id, message_id))
-            if self._stopped.is_set():
-                return  # (the remote reported an error before these answers)
-            if ready:
-                await self._ack_local(ready)
-            elif head is not None and head.future is None:
-                self._sent_more.clear()  # (its run is not sent yet)
-                await self._sent_more.wait()
-
-    async def _ack_local(self, ready: list[tuple[ConsumerId, str]]) -> None:
-        """One range ack per consumer for messages it dispatched in this order; not synced
-        (a copy a crash brings back is sent again and dropped by the remote's audit)."""
-        by_consumer: dict[ConsumerId, list[str]] = {}
-        for consumer_id, message_id in ready:
-            by_consumer.setdefault(consumer_id, []).append(message_id)
-        for consumer_id, ids in by_consumer.items():
-            if consumer_id not in self.by_local:
-                continue  # its consumer is gone: the messages went back to the queue
-            ack = MessageAck(consumer_id, AckType.STANDARD, ids[-1], first_message_id=ids[0],
-                             message_count=len(ids), sync=False)  # fmt: skip
-            try:
-                await self.broker.process(self.connection_id, ack)
-            except DovecoteError as exc:
-                # Some left flight meanwhile (expired, removed by an operator): one by one.
-                log.debug("bridge %s: range ack refused (%s), acking singly", self.settings.name,
-                          exc)  # fmt: skip
-                for message_id in ids:
-                    with contextlib.suppress(DovecoteError):
-                        await self.broker.process(self.connection_id, MessageAck(
-                            consumer_id, AckType.INDIVIDUAL, message_id, sync=False))  # fmt: skip
-            self.counts.forwarded += len(ids)
 
 
 __all__ = ["Bridge", "BridgeCounts", "LocalBroker"]

@@ -23,6 +23,7 @@ from dovecote.network.audit import SendAudit, journal_name
 from dovecote.network.bridge import Bridge, BridgeCounts, LocalBroker
 from dovecote.network.properties import accepted_settings
 from dovecote.network.settings import NetworkConnectorSettings, RemoteAddress
+from dovecote.network.sync import subscription_info, sync_asked
 from dovecote.network.wire import Channel, RemoteConnection, RemoteError
 from dovecote.protocol.openwire import Structure
 
@@ -125,6 +126,14 @@ class NetworkConnectors(BrokerPlugin):
             return await bridge.run()
         finally:
             self._bridges.discard(bridge)
+
+    def durable_subscriptions_asked(self, broker_info: Structure) -> Structure | None:
+        """The answer to a bridge's BrokerInfo that asks for this broker's durable
+        subscriptions (syncDurableSubs, network/sync.py), or None."""
+        included = sync_asked(broker_info)
+        if included is None:
+            return None
+        return subscription_info(self.broker.query, self.broker.settings.broker_name, included)
 
     def forget(self, message_id: str) -> None:
         """A message leaves over a bridge: it may come back one day, and is new then."""

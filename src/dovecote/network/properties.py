@@ -51,7 +51,7 @@ def _unescape(text: str) -> str:
     return joined.encode("utf-16", "surrogatepass").decode("utf-16")
 
 
-def _patterns(text: str | None) -> tuple[DestinationPattern, ...]:
+def patterns_of(text: str | None) -> tuple[DestinationPattern, ...]:
     """``[queue://a, topic://b.>]`` (no prefix: a queue, as ActiveMQ reads it)."""
     if not text or not (text.startswith("[") and text.endswith("]")):
         return ()
@@ -91,8 +91,9 @@ def accepted_settings(network_properties: str | None, name: str) -> NetworkConne
             props.get("decreaseNetworkConsumerPriority"), False
         ),
         dynamic_only=_bool(props.get("dynamicOnly"), False),
-        dynamically_included=_patterns(props.get("dynamicallyIncludedDestinations")),
-        excluded=_patterns(props.get("excludedDestinations")),
-        statically_included=_patterns(props.get("staticallyIncludedDestinations")),
+        dynamically_included=patterns_of(props.get("dynamicallyIncludedDestinations")),
+        excluded=patterns_of(props.get("excludedDestinations")),
+        statically_included=patterns_of(props.get("staticallyIncludedDestinations")),
         prefetch_size=_int(props.get("prefetchSize"), 1000),
+        sync_durable_subs=_bool(props.get("syncDurableSubs"), False),
     )

@@ -119,6 +119,9 @@ class NetworkConnectorSettings:
     user: str | None = None
     password: str | None = None
     backoff: Backoff = field(default_factory=Backoff)
+    sync_durable_subs: bool = False
+    """ActiveMQ's syncDurableSubs: a starting bridge asks the remote for its durable
+    subscriptions on the dynamically included destinations (network/sync.py)."""
     replay_when_no_consumers: bool = True
     """Beyond ActiveMQ's default: a queue message that came over this bridge may go back
     across it when no consumer is left here (its consumers moved there)."""
@@ -135,6 +138,7 @@ class NetworkConnectorSettings:
             "conduitSubscriptions": self.conduit_subscriptions, "dynamicOnly": self.dynamic_only,
             "decreaseNetworkConsumerPriority": self.decrease_network_consumer_priority,
             "prefetchSize": self.prefetch_size, "userName": self.user, "password": self.password,
+            "syncDurableSubs": self.sync_durable_subs,
             "excludedDestinations": _destination_list(self.excluded),
             "dynamicallyIncludedDestinations": _destination_list(self.dynamically_included),
             "staticallyIncludedDestinations": _destination_list(self.statically_included),

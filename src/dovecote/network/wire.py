@@ -85,6 +85,11 @@ class Channel:
         broker)."""
 
     @property
+    def version(self) -> int:
+        """The OpenWire version spoken (an accepted connection's: taken as the latest)."""
+        return 12
+
+    @property
     def remote_broker_id(self) -> str:
         info = self.remote_info
         broker_id = info["brokerId"] if info is not None else None
@@ -208,6 +213,10 @@ class RemoteConnection(Channel):
             await connection.close()
             raise
         return connection
+
+    @property
+    def version(self) -> int:
+        return self.marshaller.version
 
     def _frame_out(self, structure: Structure) -> None:
         self.writer.write(self.marshaller.frame(structure))

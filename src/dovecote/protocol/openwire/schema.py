@@ -54,6 +54,7 @@ DATA_RESPONSE: Final = 32
 DATA_ARRAY_RESPONSE: Final = 33
 INTEGER_RESPONSE: Final = 34
 MESSAGE_DISPATCH_NOTIFICATION: Final = 90
+BROKER_SUBSCRIPTION_INFO: Final = 92
 QUEUE: Final = 100
 TOPIC: Final = 101
 TEMP_QUEUE: Final = 102
@@ -164,6 +165,11 @@ SCHEMAS: Final[dict[int, tuple[Field, ...]]] = {
         ("consumerId", "cached"), ("destination", "cached"), ("deliverySequenceId", "long"),
         ("messageId", "nested"),
     ),
+    # A broker's durable subscriptions, for a network bridge's syncDurableSubs (v12 only).
+    BROKER_SUBSCRIPTION_INFO: (
+        ("brokerId", "nested", 12), ("brokerName", "string", 12),
+        ("subscriptionInfos", "array", 12),
+    ),
     QUEUE: (("physicalName", "string"),),
     TOPIC: (("physicalName", "string"),),
     TEMP_QUEUE: (("physicalName", "string"),),
@@ -184,7 +190,9 @@ SCHEMAS: Final[dict[int, tuple[Field, ...]]] = {
 }  # fmt: skip
 
 COMMANDS: Final = frozenset(
-    code for code in SCHEMAS if 2 <= code <= 34 or code == MESSAGE_DISPATCH_NOTIFICATION
+    code
+    for code in SCHEMAS
+    if 2 <= code <= 34 or code in (MESSAGE_DISPATCH_NOTIFICATION, BROKER_SUBSCRIPTION_INFO)
 )
 
 

@@ -10,12 +10,12 @@ send to it reads them once), so a send the remote repeats because our answer was
 the crash is still found. A message this broker forwards out again is forgotten, so that
 it may come back later (its consumers moved again).
 
-The window is also kept in a file per remote broker (``journal``: each id remembered or
-forgotten appended as a line, written through at once, so a kill -9 loses none; rewritten
-with only the window when it has grown to twice its size), read back at the first bridge
-connection after a restart: a message this broker had stored, answered and seen consumed
-before a crash, sent again by a bridge that never saw the answer, is still dropped
-(ActiveMQ keeps its producer audit in the KahaDB index for the same reason).
+The window is also kept in a file per remote broker (``journal``: each id of a persistent
+message remembered, or forgotten, appended as a line, written through at once, so a kill -9
+loses none; rewritten with only the window when it has grown to twice its size), read back
+at the first bridge connection after a restart: a message this broker had stored, answered
+and seen consumed before a crash, sent again by a bridge that never saw the answer, is
+still dropped (ActiveMQ keeps its producer audit in the KahaDB index for the same reason).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class SendAudit:
             self._seen.move_to_end(message_id)
             self.duplicates += 1
             return True
-        self._remember(message_id)
+        self._remember(message_id, written=message.persistent)
         return False
 
     def forget(self, message_id: str) -> None:
@@ -89,11 +89,14 @@ class SendAudit:
             self._file.close()
             self._file = None
 
-    def _remember(self, message_id: str) -> None:
+    def _remember(self, message_id: str, written: bool = True) -> None:
+        """Keep ``message_id``, in the file too when ``written`` (a non-persistent message
+        does not outlive a crash of this broker: neither need its id)."""
         self._seen[message_id] = None
         if len(self._seen) > self.size:
             self._seen.popitem(last=False)
-        self._append("+", message_id)
+        if written:
+            self._append("+", message_id)
 
     def _append(self, sign: str, message_id: str) -> None:
         if self._file is None:

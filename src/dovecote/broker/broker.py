@@ -44,7 +44,6 @@ from dovecote.broker.connection import (
 from dovecote.broker.consumer import Consumer, DispatchSink, Entry, release_all
 from dovecote.broker.contents import Contents
 from dovecote.broker.deadletters import DeadLetters
-from dovecote.broker.message_events import wire_events
 from dovecote.broker.plugins import BrokerPlugin, PluginChain
 from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.query import BrokerQuery
@@ -109,7 +108,7 @@ class Broker:
         self.usage: SystemUsage = self.paging.usage
         self.dead_letters = DeadLetters(self.regions, self.plugins)
         self.regions.on_expired = self.dead_letters.expire
-        wire_events(self.regions, self.plugins)
+        self.plugins.wire(self.regions)
         self.ids = IdGenerator()
         self._connections: dict[ConnectionId, ConnectionState] = {}
         self._client_ids: dict[str, ConnectionId] = {}

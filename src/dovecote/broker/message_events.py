@@ -20,22 +20,39 @@ point costs one test. What counts as each event, as in ActiveMQ 5.17:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from dovecote.broker.consumer import Entry
 from dovecote.broker.topic import TopicSubscription
+from dovecote.core.commands import ConsumerInfo
 from dovecote.core.destinations import Destination
 from dovecote.core.ids import ConsumerId
 from dovecote.core.message import Message
 
 if TYPE_CHECKING:
-    from dovecote.broker.plugins import PluginChain
-    from dovecote.broker.regions import Regions
     from dovecote.broker.usage import Usage
 
 
+class MessageListener(Protocol):
+    """Who hears of the events: the broker's plugin chain (plugins.py)."""
+
+    async def on_message_delivered(self, message: Message) -> None: ...
+
+    async def on_message_consumed(self, message: Message) -> None: ...
+
+    async def on_message_discarded(
+        self, message: Message, consumer: ConsumerInfo, discarded: int
+    ) -> None: ...
+
+    async def on_slow_consumer(self, destination: Destination, consumer: ConsumerInfo) -> None: ...
+
+    async def on_usage_full(
+        self, destination: Destination, usage: Usage, message: Message
+    ) -> None: ...
+
+
 class MessageEvents:
-    def __init__(self, plugins: PluginChain) -> None:
+    def __init__(self, plugins: MessageListener) -> None:
         self.plugins = plugins
         self._slow: set[ConsumerId] = set()
         self._discarded: dict[ConsumerId, int] = {}
@@ -86,11 +103,3 @@ class MessageEvents:
 
     async def full(self, destination: Destination, usage: Usage, message: Message) -> None:
         await self.plugins.on_usage_full(destination, usage, message)
-
-
-def wire_events(regions: Regions, plugins: PluginChain) -> None:
-    """Give the regions what the plugins watch: destinations made, and message events."""
-    if plugins.watches_destinations:
-        regions.on_created = plugins.on_destinations_created
-    if plugins.watches_messages:
-        regions.events = regions.paging.events = MessageEvents(plugins)

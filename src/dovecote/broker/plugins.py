@@ -65,6 +65,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
+from dovecote.broker.message_events import MessageEvents
 from dovecote.core.commands import ConsumerInfo, ProducerInfo, RemoveSubscriptionInfo, SendMessage
 from dovecote.core.destinations import Destination
 from dovecote.core.errors import DovecoteError
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
     from dovecote.broker.contents import Contents
     from dovecote.broker.policy import BrokerSettings
     from dovecote.broker.query import BrokerQuery
+    from dovecote.broker.regions import Regions
     from dovecote.broker.usage import Usage
 
 log = logging.getLogger("dovecote.broker")
@@ -266,6 +268,13 @@ class PluginChain:
         self.request_prefixes = tuple(prefix for prefix, _ in self._requests)
         """Read by the broker (with the reply-to) before it calls ``on_request``."""
         self._started: list[BrokerPlugin] = []
+
+    def wire(self, regions: Regions) -> None:
+        """Give the regions what the plugins watch: destinations made, and message events."""
+        if self.watches_destinations:
+            regions.on_created = self.on_destinations_created
+        if self.watches_messages:
+            regions.events = regions.paging.events = MessageEvents(self)
 
     async def start(self, broker: PluginHost) -> None:
         for plugin in self.plugins:

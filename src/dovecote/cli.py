@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -219,7 +220,27 @@ def _count(text: str) -> int:
 _count.__name__ = "count"  # argparse says "invalid count value: '-1'"
 
 
-class _ShowDefaults(argparse.ArgumentDefaultsHelpFormatter):
+class _Sized(argparse.HelpFormatter):
+    """argparse's formatter, told the width: by itself each formatter (one per option added)
+    asks shutil for the terminal's, and shutil brings its archivers (bz2, lzma), about
+    0.4 MiB a broker would carry idle (docs/performance.md)."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_columns() - 2)  # (argparse's own margin)
+
+
+def _columns() -> int:
+    """As shutil.get_terminal_size: COLUMNS, else the terminal's, else 80."""
+    with contextlib.suppress(KeyError, ValueError):
+        if (columns := int(os.environ["COLUMNS"])) > 0:
+            return columns
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        if sys.__stdout__ is not None:
+            return os.get_terminal_size(sys.__stdout__.fileno()).columns
+    return 80
+
+
+class _ShowDefaults(_Sized, argparse.ArgumentDefaultsHelpFormatter):
     """--help gives each option's default where it has one (not None, [] or a flag's off)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
@@ -230,7 +251,9 @@ class _ShowDefaults(argparse.ArgumentDefaultsHelpFormatter):
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
-        prog="dovecote", description="dovecote: an ActiveMQ-Classic-compatible message broker."
+        prog="dovecote",
+        description="dovecote: an ActiveMQ-Classic-compatible message broker.",
+        formatter_class=_Sized,
     )
     top.add_argument("--version", action="version", version=f"dovecote {__version__}")
     commands = top.add_subparsers(title="commands", metavar="COMMAND", required=True)

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,7 +168,10 @@ class TempStore:
         """The temp limit before a full disk lowered it (None: not lowered)."""
 
     def open(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)  # the temp store is wiped at start
+        if self.directory.exists():  # the temp store is wiped at start
+            import shutil  # (only then: shutil and its archivers are idle memory otherwise)
+
+            shutil.rmtree(self.directory, ignore_errors=True)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.directory / "spill.dat", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
 
@@ -253,7 +255,8 @@ def disk_room(directory: Path) -> DiskRoom:
     existing = directory
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
-    free = shutil.disk_usage(existing).free
+    stat = os.statvfs(existing)  # shutil.disk_usage's figure, without importing shutil
+    free = stat.f_bavail * stat.f_frsize
     held = 0
     if directory.exists():
         for path in directory.rglob("*"):

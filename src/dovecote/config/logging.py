@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import logging.config
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -109,10 +109,24 @@ def logging_dict(section: LoggingSection, level: str | None = None) -> dict[str,
 def apply_logging(section: LoggingSection, level: str | None = None) -> None:
     """Configure the standard library's logging from ``section`` (OSError: the file cannot
     be opened)."""
+    if section.file is None and section.format == "plain" and not section.levels:
+        # Plain lines on stderr, as most brokers log, set up as dictConfig would: its modules
+        # (logging.config, logging.handlers, socketserver, pickle) stay out of an idle broker.
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(PLAIN_FORMAT))
+        root = logging.getLogger()
+        for old in root.handlers[:]:
+            root.removeHandler(old)
+            old.close()
+        root.addHandler(handler)
+        root.setLevel((level or section.level).upper())
+        return
+    from logging import config as logging_config
+
     if section.file is not None:
         section.file.parent.mkdir(parents=True, exist_ok=True)
     try:
-        logging.config.dictConfig(logging_dict(section, level))
+        logging_config.dictConfig(logging_dict(section, level))
     except ValueError as exc:  # dictConfig wraps the handler's own error
         cause = exc.__cause__
         if isinstance(cause, OSError):

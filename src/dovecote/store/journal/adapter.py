@@ -17,7 +17,6 @@ import contextlib
 import fcntl
 import logging
 import os
-import shutil
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -231,7 +230,10 @@ class JournalPersistenceAdapter:
 
     def _new_index(self) -> Index:
         path = self.directory / "index"
-        shutil.rmtree(path, ignore_errors=True)
+        if path.exists():  # (a rebuild; shutil is not imported by a fresh start)
+            import shutil
+
+            shutil.rmtree(path, ignore_errors=True)
         return Index(str(path))
 
     def _consistent(self, index: Index) -> bool:

@@ -32,6 +32,8 @@ NOT_AT_IDLE = [
     # plain log lines on stderr are set up without dictConfig's modules, and a fresh store
     # removes no directory (shutil brings the archivers' bz2 and lzma)
     "logging.config", "logging.handlers", "socketserver", "pickle", "shutil", "bz2", "lzma",
+    # password hashing loads with the first login (or console request), not before
+    "hashlib", "hmac", "secrets", "random",
 ]  # fmt: skip
 
 SCRIPT = textwrap.dedent(

@@ -24,8 +24,6 @@ import asyncio
 import base64
 import binascii
 import dataclasses
-import hashlib
-import hmac
 import ipaddress
 import json
 import logging
@@ -142,9 +140,14 @@ class CsrfTokens:
         issued = int(issued_text)
         if not 0 <= time.time() - issued <= self._lifetime_s:
             return False
+        import hmac  # (at a console request: not carried by an idle broker)
+
         return hmac.compare_digest(mac, self._mac(user, issued))
 
     def _mac(self, user: str, issued: int) -> str:
+        import hashlib
+        import hmac
+
         digest = hmac.new(self._key, f"{issued}:{user}".encode(), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 

@@ -49,9 +49,20 @@ def opened(target: Target, conn: str, reconnect: bool) -> tuple[Peer, dict[str, 
     return peer, my
 
 
-def sent(peer: Peer, my: dict[str, Structure], target: Target, seq: int, command: int) -> str:
-    """The answer to one persistent send: "ok" or the exception's class."""
-    peer.send(message(my, queue(target.name), seq, command_id=command, persistent=True))
+def sent(
+    peer: Peer,
+    my: dict[str, Structure],
+    target: Target,
+    seq: int,
+    command: int,
+    origin: Structure | None = None,
+) -> str:
+    """The answer to one persistent send: "ok" or the exception's class. ``origin``: the
+    message id names that producer instead of the sender (a message passed on)."""
+    structure = message(my, queue(target.name), seq, command_id=command, persistent=True)
+    if origin is not None:
+        structure.fields["messageId"].fields["producerId"] = origin
+    peer.send(structure)
     while True:
         answer = peer.next()
         if answer.type == t.RESPONSE:
@@ -83,17 +94,20 @@ def delivered(target: Target) -> list[int]:
 def send_again(target: Target, how: str) -> tuple[list[str], list[int]]:
     conn = f"ID:dup-{uuid.uuid4().hex[:8]}"
     peer, my = opened(target, conn, False)
+    origin = None
+    if how == "another producer's ids":
+        origin = ids(f"ID:origin-{uuid.uuid4().hex[:8]}")["producer"]
     try:
-        answers = [sent(peer, my, target, 1, 11), sent(peer, my, target, 2, 12)]
+        answers = [sent(peer, my, target, 1, 11, origin), sent(peer, my, target, 2, 12, origin)]
         if how == "failover reconnect":
             peer.close()  # the connection is lost; the same ids come back
             peer, my = opened(target, conn, True)
-        answers += [sent(peer, my, target, 2, 13), sent(peer, my, target, 3, 14)]
+        answers += [sent(peer, my, target, 2, 13, origin), sent(peer, my, target, 3, 14, origin)]
     finally:
         peer.close()
     return answers, delivered(target)
 
 
-@pytest.mark.parametrize("how", ["same connection", "failover reconnect"])
+@pytest.mark.parametrize("how", ["same connection", "failover reconnect", "another producer's ids"])
 def test_a_persistent_send_had_already_is_answered_and_delivered_once(differ, how: str) -> None:
     differ(lambda target: send_again(target, how), (["ok"] * 4, [1, 2, 3]))

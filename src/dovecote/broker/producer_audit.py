@@ -1,6 +1,7 @@
-"""The producer duplicate check: a persistent send whose message id (producer id, producer
-sequence id) is not above the last one had from that producer is dropped and answered as
-stored, so a send a failover client replays after losing its answer is not stored twice.
+"""The producer duplicate check (compatibility M8): a persistent send whose message id
+(producer id, producer sequence id) is not above the last one had from that producer is
+dropped and answered as stored, so a send a failover client replays after losing its answer
+is not stored twice.
 
 ActiveMQ does this in two places: the connection's ProducerBrokerExchange.canDispatch
 drops a persistent send at or below the producer's last sequence (the store's

@@ -43,17 +43,20 @@ class Link:
         return frame
 
     def take_backlog(self, destination: str, *headers: tuple[str, str]) -> list[Frame]:
-        """Subscribe with auto ack and a receipt and return the messages that came before
-        the receipt: an auto-ack subscription whose window is larger than the backlog gets
-        all that the destination holds before the broker answers (the window bounds the
-        messages not yet handed to the socket)."""
+        """Subscribe with auto ack, unsubscribe at once, and return the messages that came
+        before the UNSUBSCRIBE's receipt: an auto-ack subscription whose window is larger
+        than the backlog is sent all that the destination holds as it attaches, and the
+        connection's frames are handled in order."""
         window = ("activemq.prefetchSize", "10000000")
         self.send(Frame("SUBSCRIBE", (("destination", destination), ("id", "backlog"),
                                       ("receipt", "backlog"), window, *headers)))  # fmt: skip
+        self.send(Frame("UNSUBSCRIBE", (("id", "backlog"), ("receipt", "backlog-end"))))
         messages = []
-        while (frame := self.read()).command == "MESSAGE":
-            messages.append(frame)
-        assert frame.get("receipt-id") == "backlog", frame
+        while (frame := self.read()).get("receipt-id") != "backlog-end":
+            if frame.command == "MESSAGE":
+                messages.append(frame)
+            else:
+                assert frame.get("receipt-id") == "backlog", frame
         return messages
 
     def close(self) -> None:

@@ -129,8 +129,7 @@ def store_config(request: pytest.FixtureRequest) -> str:
 
 
 def drain(port: int, destination: str, ledger: Ledger) -> None:
-    """Take everything left with auto ack (Link.take_backlog: all of it comes before the
-    SUBSCRIBE receipt)."""
+    """Take everything left with auto ack (Link.take_backlog)."""
     durable = destination == TOPIC
     link = Link(port, client_id=DURABLE[0] if durable else None)
     extra = [("activemq.subscriptionName", DURABLE[1])] if durable else []

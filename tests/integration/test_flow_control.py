@@ -208,8 +208,9 @@ def test_temp_store_limit_applies_to_spilled_messages(tmp_path: Path) -> None:
         consumer = Link(broker.stomp_port)
         consumer.send(Frame("SUBSCRIBE", (("destination", "/queue/spill.t"), ("id", "1"),
                                          ("receipt", "sub"))))  # fmt: skip
+        assert consumer.until_receipt().get("receipt-id") == "sub"  # answered, then sent
         got = 0
-        while consumer.read().command == "MESSAGE":
+        while got < accepted and consumer.read().command == "MESSAGE":
             got += 1
         assert got == accepted
 

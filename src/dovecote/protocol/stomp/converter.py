@@ -115,7 +115,6 @@ class _Subscription:
     consumer_id: ConsumerId
     destination: Destination
     ack_mode: str
-    durable_name: str | None
     # Message ids dispatched and not yet acked, in dispatch order.
     unacked: dict[str, None] = field(default_factory=dict)
     head: bytes = b""
@@ -197,10 +196,12 @@ class StompConverter:
             )
             headers.append(("heart-beat", f"{self.heartbeat.send_ms},{self.heartbeat.receive_ms}"))
         self.connected = True
-        self._client_id = frame.get("client-id") or ""
+        # Without a client-id header the connection's own id is its client id, as on
+        # ActiveMQ: a durable subscription can be made (and named again) on it.
+        self._client_id = frame.get("client-id") or self.connection_id.value
         info = ConnectionInfo(
             self.connection_id,
-            client_id=frame.get("client-id") or None,
+            client_id=self._client_id,
             user_name=frame.get("login"),
             password=frame.get("passcode"),
         )
@@ -289,7 +290,7 @@ class StompConverter:
             ),
             auto_ack=ack_mode == "auto",
         )
-        sub = _Subscription(sub_id, consumer_id, destination, ack_mode, durable_name)
+        sub = _Subscription(sub_id, consumer_id, destination, ack_mode)
         self._subs[sub_id] = sub
         self._subs_by_consumer[consumer_id] = sub
         commands.append(info)
@@ -301,17 +302,18 @@ class StompConverter:
             sub_id = frame.get("destination")
         if sub_id is None:
             raise RemoteProtocolError("UNSUBSCRIBE needs an id header")
+        durable_name = frame.get("activemq.subscriptionName") or frame.get(
+            "durable-subscription-name"
+        )
+        if durable_name is not None:
+            # As ActiveMQ: naming a durable subscription removes it, and only it (refused
+            # while a consumer is on it); the subscription id need not be open here.
+            return StompRequest((RemoveSubscriptionInfo(self._client_id, durable_name),))
         sub = self._subs.pop(sub_id, None)
         if sub is None:
             raise UnknownSubscriptionError(f"no subscription with id {sub_id!r}")
         del self._subs_by_consumer[sub.consumer_id]
-        commands: list[Command] = [RemoveInfo(sub.consumer_id)]
-        durable_name = frame.get("activemq.subscriptionName") or frame.get(
-            "durable-subscription-name"
-        )
-        if durable_name is not None and sub.durable_name is not None:
-            commands.append(RemoveSubscriptionInfo(self._client_id, durable_name))
-        return StompRequest(tuple(commands))
+        return StompRequest((RemoveInfo(sub.consumer_id),))
 
     def _ack(self, frame: Frame) -> StompRequest:
         return self._settle(frame, nack=False)

@@ -2,14 +2,17 @@
 had is answered as stored and not delivered again, side by side, on bare OpenWire: sent
 again on the same connection, and sent again after the connection was lost, on a new one
 with the same ids and ``failoverReconnect`` (what a failover transport replays when the
-answer was lost). ActiveMQ drops it in ProducerBrokerExchange.canDispatch and KahaDB;
-dovecote in its producer duplicate check (broker/producer_audit.py). Before, dovecote
-delivered such a send twice."""
+answer was lost), and after a restart of the broker. ActiveMQ drops it in
+ProducerBrokerExchange.canDispatch and KahaDB; dovecote in its producer duplicate check
+(broker/producer_audit.py). Before, dovecote delivered such a send twice."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +114,56 @@ def send_again(target: Target, how: str) -> tuple[list[str], list[int]]:
 @pytest.mark.parametrize("how", ["same connection", "failover reconnect", "another producer's ids"])
 def test_a_persistent_send_had_already_is_answered_and_delivered_once(differ, how: str) -> None:
     differ(lambda target: send_again(target, how), (["ok"] * 4, [1, 2, 3]))
+
+
+def before_restart(target: Target, conn: str) -> list[str]:
+    peer, my = opened(target, conn, False)
+    try:
+        return [sent(peer, my, target, 1, 11), sent(peer, my, target, 2, 12)]
+    finally:
+        peer.close()
+
+
+def after_restart(target: Target, conn: str, reconnect: bool) -> tuple[list[str], list[int]]:
+    peer, my = opened(target, conn, reconnect)
+    try:
+        answers = [sent(peer, my, target, 2, 13), sent(peer, my, target, 3, 14)]
+    finally:
+        peer.close()
+    return answers, delivered(target)
+
+
+def across_a_restart(
+    start: Callable[[], AbstractContextManager[object]], port: int, broker: str
+) -> dict[str, tuple[list[str], list[int]]]:
+    """Each way of sending 2 again after the broker restarted (its queue still holding 1
+    and 2): with failoverReconnect (a failover transport), and without (a new connection)."""
+    ways = {"failover reconnect": True, "new connection": False}
+    conns = {way: f"ID:dup-restart-{uuid.uuid4().hex[:8]}" for way in ways}
+    targets = {way: Target(broker, port, 0, f"diff.dup.restart.{conns[way][-8:]}") for way in ways}
+    with start():
+        for way in ways:
+            assert before_restart(targets[way], conns[way]) == ["ok", "ok"]
+    with start():
+        return {way: after_restart(targets[way], conns[way], ways[way]) for way in ways}
+
+
+def test_a_send_stored_before_a_restart_and_sent_again_is_delivered_once(tmp_path: Path) -> None:
+    from activemq import running_activemq
+    from brokers import running_broker
+    from ports import free_port
+
+    amq_port, ours_port = free_port(), free_port()
+    (tmp_path / "activemq").mkdir()
+    (tmp_path / "dovecote").mkdir()
+    activemq = across_a_restart(
+        lambda: running_activemq(base=tmp_path / "activemq", openwire_port=amq_port),
+        amq_port, "activemq",
+    )  # fmt: skip
+    dovecote = across_a_restart(
+        lambda: running_broker("", tmp_path / "dovecote", openwire_port=ours_port),
+        ours_port, "dovecote",
+    )  # fmt: skip
+    assert dovecote == activemq, f"dovecote showed {dovecote!r}, ActiveMQ {activemq!r}"
+    expected = (["ok", "ok"], [1, 2, 3])
+    assert activemq == {"failover reconnect": expected, "new connection": expected}

@@ -145,6 +145,9 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise ValueError("reading a topic needs the options clientId and subscriptionName")
         self.max_per_batch = int(options.get("maxMessagesPerBatch", DEFAULT_MAX_PER_BATCH))
         self.num_partitions = max(1, int(options.get("numPartitions", 1)))
+        self.block_bytes = int(options.get("blockBytes", 0))
+        """About how much body each record batch an executor reads holds (0: the broker's
+        default, 4 MiB)."""
         self._client: StreamClient | None = None
         self._committed = 0
         self._planned: tuple[int, Plan] | None = None
@@ -215,7 +218,7 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, SequenceRange)
         schema = to_arrow_schema(self.schema, timezone="UTC")
         with self._new_client() as stream:
-            for block in stream.iter_blocks(partition.after, partition.up_to):
+            for block in stream.iter_blocks(partition.after, partition.up_to, self.block_bytes):
                 yield record_batch(block, schema)
 
     def commit(self, end: dict[str, int]) -> None:

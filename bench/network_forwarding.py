@@ -3,7 +3,7 @@ against an ActiveMQ 5.17 pair in the same run. Broker A has a network connector 
 B; a backlog of N messages is sent to a queue on A while B has no consumer (nothing moves),
 then a consumer on B subscribes and the time from its first message to its having all N is
 measured: A's bridge subscribing on the consumer's advisory, and every message stored and
-forwarded (persistent: each one answered by B before A removes its copy) or sent on
+forwarded (persistent: stored by B before A removes its copy) or sent on
 (non-persistent). The broker CPU is the pair's (A's and B's together).
 
     .venv/bin/python bench/network_forwarding.py [--repeat N]   # the harness's forwarding rows

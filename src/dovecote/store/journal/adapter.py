@@ -585,11 +585,15 @@ class JournalPersistenceAdapter:
         return sum(1 for _, entry in index.messages() if entry[0] == name)
 
     def stored_message_ids(self) -> list[str]:
-        """Every live message's id, from the index alone (store/producers.py)."""
+        """Every live message's id, from the index's keys alone (store/producers.py)."""
         index = self._index
         assert index is not None
         self._catch_up()
-        return [entry[1] for _, entry in index.messages()]
+        with index.env.begin() as txn:  # qids: <queue>\0<id>; tids: <id>
+            queued = txn.cursor(db=index.qids).iternext(values=False)
+            ids = [bytes(key).split(b"\0", 1)[1].decode() for key in queued]
+            topics = txn.cursor(db=index.tids).iternext(values=False)
+            return ids + [bytes(key).decode() for key in topics]
 
     # -- checkpoints: removing and compacting data files -------------------------------------
 

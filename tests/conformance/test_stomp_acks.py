@@ -85,7 +85,7 @@ def test_nack_sends_a_persistent_message_to_the_shared_dlq(connect: Connect, nam
     dead = dlq.receive()
     assert dead.body == "bad"
     assert dead.headers["original-destination"] == f"/queue/{name}"
-    assert "NACK" in dead.headers["dlqDeliveryFailureCause"]
+    assert "dlqDeliveryFailureCause" not in dead.headers  # a NACK gives no cause, as ActiveMQ
     assert client.nothing_more()
 
 

@@ -49,9 +49,8 @@ async def settle_ack(
                 if regions.events is not None and consumes(origin):
                     await regions.events.consumed(entries)
         case AckType.POISON:
-            cause = ack.poison_cause or "poison ack from the consumer"
             consumer.settle(entries)
-            await dead_letters.dead_letter(origin, entries, cause)
+            await dead_letters.dead_letter(origin, entries, ack.poison_cause)
         case AckType.REDELIVERED:
             for entry in entries:
                 entry.redelivery_counter += 1

@@ -20,6 +20,8 @@ from dovecote.store.api import StoreOp, UpdateRedelivery
 log = logging.getLogger("dovecote.broker")
 
 DLQ_CAUSE_PROPERTY = "dlqDeliveryFailureCause"
+ORIGINAL_EXPIRATION_PROPERTY = "originalExpiration"
+ORIGINAL_DELIVERY_MODE_PROPERTY = "originalDeliveryMode"
 
 
 class DeadLetters:
@@ -65,7 +67,7 @@ class DeadLetters:
             origin.stats.expired += len(entries)
         # (The body stays where it is: what is told of an expired message leaves it out.)
         told = [entry.message for entry in entries] if self.plugins.watches_expiry else []
-        await self.dead_letter(origin, entries, "message expired", expired=True)
+        await self.dead_letter(origin, entries, None, expired=True)
         for message in told:
             await self.plugins.on_message_expired(message)
 
@@ -73,10 +75,12 @@ class DeadLetters:
         self,
         origin: Queue | TopicSubscription,
         entries: list[Entry],
-        cause: str,
+        cause: str | None,
         expired: bool = False,
     ) -> None:
-        """Remove entries from their origin, copying those the policy keeps to its DLQ."""
+        """Remove entries from their origin, copying those the policy keeps to its DLQ, as
+        ActiveMQ copies them: no expiry (the old one in ``originalExpiration``), persistent,
+        and the cause, if any, in ``dlqDeliveryFailureCause`` (an expiry's in its words)."""
         ops = self.regions.consume_ops(origin, entries)
         copies: list[Message] = []
         kept: list[Message] = []
@@ -85,20 +89,27 @@ class DeadLetters:
             entry.release()
             strategy = self.settings.policies.for_destination(message.destination).dead_letter
             target = strategy.dead_letter_destination(message.destination)
+            why = cause
+            if expired:  # (ActiveMQ's words: its Throwable's toString)
+                why = f"java.lang.Throwable: Message Expired. Expiration:{message.expiration}"
             if target == message.destination or not strategy.wants(message.persistent, expired):
-                log.info(
-                    "discarding %s from %s: %s", message.message_id, message.destination, cause
-                )
+                log.info("discarding %s from %s: %s", message.message_id, message.destination,
+                         why or "poison ack from the consumer")  # fmt: skip
                 continue
             kept.append(message)
             properties = dict(message.properties)
-            properties[DLQ_CAUSE_PROPERTY] = cause
+            properties.setdefault(ORIGINAL_EXPIRATION_PROPERTY, message.expiration)
+            if not message.persistent:
+                properties[ORIGINAL_DELIVERY_MODE_PROPERTY] = "NON_PERSISTENT"
+            if why is not None:
+                properties[DLQ_CAUSE_PROPERTY] = why
             copies.append(
                 replace(
                     message,
                     destination=target,
                     original_destination=message.destination,
-                    expiration=0 if expired else message.expiration,
+                    expiration=0,
+                    persistent=True,
                     redelivery_counter=entry.redelivery_counter,
                     properties=properties,
                 )

@@ -347,7 +347,6 @@ class StompConverter:
             ack_type=ack_type,
             last_message_id=message_id,
             transaction_id=self._transaction(frame),
-            poison_cause=f"NACK from STOMP subscription {sub.id}" if nack else None,
             sync=frame.get("receipt") is not None,
         )
         return StompRequest((ack,))

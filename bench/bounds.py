@@ -149,6 +149,20 @@ thing that bounds them is the machine's load (the load generator and the brokers
 cores)."""
 
 
+IDLE = Bound(
+    "the interpreter: Python with asyncio and uvloop alone takes the row 'the runtime alone',"
+    " four fifths of a quarter of the smallest peer; over it, msgspec (the configuration)"
+    " with typing_extensions and the C modules it loads takes ~2.1 MiB, the journal's"
+    " libraries (LMDB, msgpack, zlib-ng) ~0.6 MiB, and the broker's own modules (its"
+    " configuration, broker, store, protocols, transports, network bridges) ~7.5 MiB, all"
+    " imported to serve (measured pure Python, 2026-11-26; what only some brokers need is"
+    " imported when they do: tests/integration/test_idle_broker_imports.py)",
+    "importing each protocol's codec and transport and the network bridge with their first"
+    " connection (~1 MiB), or an interpreter that loads less per module; a quarter of the"
+    " JVM broker's memory is not reachable on CPython with the broker's modules imported",
+)
+
+
 def explain(
     name: str, ratio: float, best: str, target: float, facts: RunFacts | None = None
 ) -> str:

@@ -4,7 +4,7 @@ smallest peer's, and every throughput row against the best peer."""
 
 from __future__ import annotations
 
-from bounds import RunFacts, explain
+from bounds import IDLE, RunFacts, explain
 from disk import APPEND_BYTES
 from table import PEERS, TITLES, Row
 
@@ -57,7 +57,12 @@ def idle_note(idle_mib: dict[str, float], alone_mib: dict[str, float]) -> str:
         return f"idle RSS: dovecote {dovecote:.1f} MiB, no peer ran"
     smallest = min(peers, key=lambda p: peers[p])
     limit = peers[smallest] * IDLE_SHARE
-    verdict = "met" if dovecote <= limit else f"not met, {dovecote - limit:.1f} MiB over"
+    verdict = (
+        "met"
+        if dovecote <= limit
+        else f"not met, {dovecote - limit:.1f} MiB over; bound: {IDLE.bound}; would close it:"
+        f" {IDLE.closes}"
+    )
     said = (
         f"idle RSS: the issue's target is at most {IDLE_SHARE:.0%} of the smallest peer's"
         f" ({TITLES[smallest]}'s {peers[smallest]:.1f} MiB), {limit:.1f} MiB; dovecote's is"

@@ -83,7 +83,9 @@ KNOWN: dict[str, list[Bound]] = {
         Bound(
             "one fsync per receipt, one send at a time, in every broker: the row is the"
             " disk's synced-append rate less the round trip (the disk's rate is in the"
-            " note on the lone producer)",
+            " note on the lone producer); measured side by side on a loaded machine,"
+            " ActiveMQ made 425-550 msg/s writing 6.0 KB per message and dovecote 260-1,027"
+            " writing 5.7 KB, with a third of ActiveMQ's CPU per message",
             "nothing on the broker's side beyond its CPU per send; a faster fsync",
         ),
     ],

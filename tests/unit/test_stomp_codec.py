@@ -59,8 +59,12 @@ def test_parse_one_byte_at_a_time(version: str, frame: Frame, wire: bytes) -> No
 
 
 def test_encode_adds_content_length_to_bodies() -> None:
-    wire = encode_frame(Frame("MESSAGE", (("a", "b"),), b"xyz"))
-    assert wire == b"MESSAGE\na:b\ncontent-length:3\n\nxyz\x00"
+    wire = encode_frame(Frame("ERROR", (("a", "b"),), b"xyz"))
+    assert wire == b"ERROR\na:b\ncontent-length:3\n\nxyz\x00"
+    # A MESSAGE's headers say it where ActiveMQ's do; a NUL in the body still needs one.
+    assert encode_frame(Frame("MESSAGE", (("a", "b"),), b"xyz")) == b"MESSAGE\na:b\n\nxyz\x00"
+    wire = encode_frame(Frame("MESSAGE", (("a", "b"),), b"x\x00z"))
+    assert wire == b"MESSAGE\na:b\ncontent-length:3\n\nx\x00z\x00"
 
 
 def test_first_repeated_header_wins() -> None:

@@ -65,6 +65,7 @@ from dovecote.protocol.stomp.message_frames import (
     has_temporary,
     message_headers,
     message_tail,
+    stomp_body,
     tail_cache,
 )
 from dovecote.protocol.stomp.names import StompNames
@@ -426,11 +427,9 @@ class StompConverter:
             return Frame("MESSAGE", headers)
         if sub.ack_mode != "auto":
             sub.unacked[message.message_id] = None
-        return Frame(
-            "MESSAGE",
-            tuple(message_headers(sub.id, message, self.version, self.stomp_destination)),
-            message.body,
-        )
+        acked = sub.ack_mode != "auto"
+        lines = message_headers(sub.id, message, self.version, self.stomp_destination, acked)
+        return Frame("MESSAGE", tuple(lines), stomp_body(message))
 
     def encode_dispatch(self, dispatch: MessageDispatch) -> bytes | None:
         """``on_dispatch`` as bytes (``dispatch_parts`` joined)."""
@@ -452,11 +451,13 @@ class StompConverter:
         sub = self._subs_by_consumer.get(dispatch.consumer_id)
         if sub is None:
             return None  # the client unsubscribed while this was on its way
-        if sub.ack_mode != "auto":
-            sub.unacked[message.message_id] = None
         head = sub.head
         if not head:
             head = sub.head = self._head(sub.id)
+        if sub.ack_mode != "auto":
+            sub.unacked[message.message_id] = None
+            if self.version == "1.2":  # what to ack, on the subscriptions that must
+                head += b"ack:" + self._escaped(message.message_id) + b"\n"
         destination = message.destination
         if destination is not self._last_destination:
             # Most messages go where the one before went (the same producer's destination,

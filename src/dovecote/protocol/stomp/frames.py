@@ -403,7 +403,8 @@ def _content_length(text: str) -> int:
 
 
 def encode_frame(frame: Frame, version: str = "1.2") -> bytes:
-    """Serialise a frame. A body gets a content-length, so it may hold NULs."""
+    """Serialise a frame. A body gets a content-length, so it may hold NULs; a MESSAGE's
+    only when it holds one (its headers name the length where ActiveMQ's do)."""
     escaped = version != "1.0" and frame.command not in _UNESCAPED_COMMANDS
     lines = [frame.command]
     has_length = False
@@ -417,7 +418,7 @@ def encode_frame(frame: Frame, version: str = "1.2") -> bytes:
                 f"header {name!r} has a newline, which an unescaped header cannot carry"
             )
         lines.append(f"{name}:{value}")
-    if frame.body and not has_length:
+    if frame.body and not has_length and (frame.command != "MESSAGE" or b"\x00" in frame.body):
         lines.append(f"content-length:{len(frame.body)}")
     # One join copies the body once; chained + would copy it twice.
     return b"".join(("\n".join(lines).encode("utf-8"), b"\n\n", frame.body, b"\x00"))

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Final
 
 from dovecote.core.destinations import Destination
-from dovecote.core.message import BROKER_PATH_PROPERTY, Message, PropertyValue
+from dovecote.core.message import BROKER_PATH_PROPERTY, BodyType, Message, PropertyValue
 from dovecote.protocol.stomp.frames import escape_header
 
 NameOf = Callable[[Destination], str]
@@ -15,12 +15,14 @@ NameOf = Callable[[Destination], str]
 
 
 def message_headers(
-    sub_id: str, message: Message, version: str, name_of: NameOf
+    sub_id: str, message: Message, version: str, name_of: NameOf, acked: bool = True
 ) -> Iterator[tuple[str, str]]:
+    """A MESSAGE frame's headers as ActiveMQ writes them (``acked``: the subscription's
+    client acks it, so STOMP 1.2 names what to ack). The group is no header there."""
     yield "subscription", sub_id
-    yield "message-id", message.message_id
-    if version == "1.2":
+    if version == "1.2" and acked:
         yield "ack", message.message_id
+    yield "message-id", message.message_id
     yield "destination", name_of(message.destination)
     if message.persistent:
         yield "persistent", "true"
@@ -35,19 +37,18 @@ def message_headers(
         yield "type", message.type
     if message.reply_to is not None:
         yield "reply-to", name_of(message.reply_to)
-    if message.group_id is not None:
-        yield "JMSXGroupID", message.group_id
-        yield "JMSXGroupSeq", str(message.group_seq)
     if message.original_destination is not None:
         yield "original-destination", name_of(message.original_destination)
     for key, value in message.properties.items():
-        if key == BROKER_PATH_PROPERTY:
+        if key == BROKER_PATH_PROPERTY or key == "content-length":
             continue  # (where a network forwarded it: internal, as ActiveMQ shows nothing)
         text = _property_text(value)
         if version == "1.0" and ("\n" in text or "\n" in key):
             # STOMP 1.0 cannot escape a line feed (say, from an OpenWire property).
             key, text = key.replace("\n", " "), text.replace("\n", " ")
         yield key, text
+    if message.body_type == BodyType.BYTES:
+        yield "content-length", str(len(message.body))
 
 
 Tail = tuple[bytes, bytes, bytes]
@@ -62,11 +63,7 @@ def message_tail(message: Message, version: str, name_of: NameOf, destination: s
     no Frame, no header tuples, as this runs once per message delivered). ``destination``
     is the destination header's value as written: ``name_of(message.destination)``,
     escaped (the caller keeps the last one)."""
-    message_id = escape_header(message.message_id, version)
-    if version == "1.2":
-        ids = f"message-id:{message_id}\nack:{message_id}"
-    else:
-        ids = "message-id:" + message_id
+    ids = "message-id:" + escape_header(message.message_id, version)
     persistent = "\npersistent:true" if message.persistent else ""
     # The headers every message has, in one f-string (compiled: one native build, where a
     # line each was a concatenation each and a join).
@@ -82,26 +79,29 @@ def message_tail(message: Message, version: str, name_of: NameOf, destination: s
         lines.append("type:" + escape_header(message.type, version))
     if message.reply_to is not None:
         lines.append("reply-to:" + escape_header(name_of(message.reply_to), version))
-    if message.group_id is not None:
-        lines.append(f"JMSXGroupID:{escape_header(message.group_id, version)}")
-        lines.append(f"JMSXGroupSeq:{message.group_seq}")
     if message.original_destination is not None:
         original = name_of(message.original_destination)
         lines.append("original-destination:" + escape_header(original, version))
-    has_length = False
     for key, value in message.properties.items():
-        if key == "content-length":
-            has_length = True
-        elif key == BROKER_PATH_PROPERTY:
+        if key == BROKER_PATH_PROPERTY or key == "content-length":
             continue
         lines.append(
             escape_header(key, version) + ":" + escape_header(_property_text(value), version)
         )
-    body = message.body
-    if body and not has_length:
+    body = stomp_body(message)
+    if message.body_type == BodyType.BYTES or b"\x00" in body:
         lines.append(f"content-length:{len(body)}")
     lines.append("\n")
     return "\n".join(lines).encode("utf-8"), body, b"\x00"
+
+
+def stomp_body(message: Message) -> bytes:
+    """The body a STOMP client is sent, as ActiveMQ sends it: a text or bytes message's
+    own; nothing of a map, object or stream message (its Java encoding means nothing to a
+    STOMP client). Only a bytes message, or a text that holds a NUL, has a content-length."""
+    if message.body_type == BodyType.TEXT or message.body_type == BodyType.BYTES:
+        return message.body
+    return b""
 
 
 _SMALL_NUMBERS: Final = [str(n) for n in range(10)]

@@ -1,10 +1,13 @@
 """A new consumer on a queue that holds messages hears its subscription answered (OpenWire's
-Response to the ConsumerInfo, STOMP's RECEIPT for the SUBSCRIBE) before its first message:
-side by side, on bare OpenWire and bare STOMP. (Before, dovecote dispatched the first
-messages during the attach, ahead of the answer.)"""
+Response to the ConsumerInfo, STOMP's RECEIPT for the SUBSCRIBE) before its first message,
+on bare OpenWire and bare STOMP. (Before, dovecote dispatched the first messages during the
+attach, ahead of the answer.) ActiveMQ 5.17 answers first too, mostly: its dispatch runs on
+another thread, and about one run in six a message overtook the answer there, so this is
+no side-by-side test."""
 
 from __future__ import annotations
 
+from brokers import BrokerProcess
 from differ import Target
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
@@ -70,9 +73,17 @@ def stomp_order(target: Target) -> list[str]:
         client.close()
 
 
-def test_an_openwire_consumer_is_answered_before_its_first_message(differ) -> None:
-    differ(openwire_order, ["answer", "message", "message", "message"])
+def _target(broker: BrokerProcess, name: str) -> Target:
+    return Target("dovecote", broker.openwire_port, broker.stomp_port, name)
 
 
-def test_a_stomp_subscription_is_receipted_before_its_first_message(differ) -> None:
-    differ(stomp_order, ["answer", "message", "message", "message"])
+def test_an_openwire_consumer_is_answered_before_its_first_message(
+    broker: BrokerProcess, name: str
+) -> None:
+    assert openwire_order(_target(broker, name)) == ["answer", "message", "message", "message"]
+
+
+def test_a_stomp_subscription_is_receipted_before_its_first_message(
+    broker: BrokerProcess, name: str
+) -> None:
+    assert stomp_order(_target(broker, name)) == ["answer", "message", "message", "message"]

@@ -17,7 +17,7 @@ import contextlib
 import fcntl
 import logging
 import os
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -74,19 +74,12 @@ INDEX_DELAY_OPS: Final = 256
 """... or how many operations: past this many the writer applies them at once (kept small
 so that one catch-up is a short pause: larger, it shows in transacted batches' p99)."""
 INDEX_AT_ONCE_BYTES: Final = 64 * 1024
-"""A group whose records are larger than this is applied at once, when they are mostly
-message bodies: ...
-"""
+"""A group whose records are larger than this is applied at once if mostly bodies: ..."""
 INDEX_AT_ONCE_BYTES_PER_ADD: Final = 16 * 1024
 """... more than this many bytes per message added (the removals that share the group are
 small). A transaction's commit of a hundred 1 KiB messages is as large, but its adds are
 index work that waits, and a message consumed before the catch-up never reaches the index
 (applied at once, the index took much of transacted batches' cost)."""
-
-
-def _adds(records: list[tuple[Location, list[JournalOp]]]) -> int:
-    """How many messages the records add (counted only for a large group)."""
-    return sum(isinstance(op, SequencedAdd) for _, ops in records for op in ops)
 
 
 class StoreLockedError(Exception):
@@ -177,10 +170,8 @@ class JournalPersistenceAdapter:
                     break
                 except BlockingIOError:
                     if not waiting:
-                        log.info(
-                            "store %s is locked by another broker; waiting as a slave",
-                            self.directory,
-                        )
+                        log.info("store %s is locked by another broker; waiting as a slave",
+                                 self.directory)  # fmt: skip
                         waiting = True
                     await asyncio.sleep(LOCK_POLL_S)
         except BaseException:  # cancelled while waiting: a slave told to stop
@@ -369,7 +360,9 @@ class JournalPersistenceAdapter:
         self._unapplied.extend(written)
         self._unapplied_ops += sum(len(ops) for _, ops in written)
         self._unapplied_head = head
-        if size > INDEX_AT_ONCE_BYTES and size > _adds(written) * INDEX_AT_ONCE_BYTES_PER_ADD:
+        if size > INDEX_AT_ONCE_BYTES and size > INDEX_AT_ONCE_BYTES_PER_ADD * sum(
+            isinstance(op, SequencedAdd) for _, ops in written for op in ops
+        ):
             # Mostly message bodies: little index work beside its fsync, and deferred it
             # costs more than it saves.
             with contextlib.suppress(StoreFailedError):  # written: the index catches up later
@@ -584,16 +577,11 @@ class JournalPersistenceAdapter:
         name = str(destination)
         return sum(1 for _, entry in index.messages() if entry[0] == name)
 
-    def stored_message_ids(self) -> list[str]:
+    def stored_message_ids(self) -> Iterator[str]:
         """Every live message's id, from the index's keys alone (store/producers.py)."""
-        index = self._index
-        assert index is not None
+        assert self._index is not None
         self._catch_up()
-        with index.env.begin() as txn:  # qids: <queue>\0<id>; tids: <id>
-            queued = txn.cursor(db=index.qids).iternext(values=False)
-            ids = [bytes(key).split(b"\0", 1)[1].decode() for key in queued]
-            topics = txn.cursor(db=index.tids).iternext(values=False)
-            return ids + [bytes(key).decode() for key in topics]
+        return self._index.message_ids()
 
     # -- checkpoints: removing and compacting data files -------------------------------------
 

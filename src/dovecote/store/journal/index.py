@@ -452,6 +452,15 @@ class Index:
             for key, value in txn.cursor(db=self.msgs):
                 yield _SEQ.unpack(key)[0], _unpack(value)
 
+    def message_ids(self) -> Iterator[str]:
+        """Every live message's id, read from the id keys alone (qids: <queue>\0<id>;
+        tids: <id>), one at a time."""
+        with self.env.begin() as txn:
+            for key in txn.cursor(db=self.qids).iternext(values=False):
+                yield bytes(key).split(b"\0", 1)[1].decode()
+            for key in txn.cursor(db=self.tids).iternext(values=False):
+                yield bytes(key).decode()
+
     def subscriptions(self) -> Iterator[tuple[DurableSubscription, int, list[int]]]:
         """Every durable subscription, the file of its record, and its pending seqs."""
         with self.env.begin() as txn:

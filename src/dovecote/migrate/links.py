@@ -20,6 +20,7 @@ _ATTRIBUTES: dict[str, tuple[str, Parse]] = {
     "conduitSubscriptions": ("conduit_subscriptions", parse_bool),
     "decreaseNetworkConsumerPriority": ("decrease_network_consumer_priority", parse_bool),
     "dynamicOnly": ("dynamic_only", parse_bool),
+    "syncDurableSubs": ("sync_durable_subs", parse_bool),
     "prefetchSize": ("prefetch_size", parse_int),
     "userName": ("user", str),
     "password": ("password", str),

@@ -97,10 +97,13 @@ READ_STRAIGHT = {
     "in a transaction, response wanted": message(responseRequired=True, transactionId=Structure(
         t.LOCAL_TRANSACTION_ID, {"connectionId": Structure(t.CONNECTION_ID, {"value": "ID:c"}),
                                  "value": 4})),
+    # A network bridge's forwarded send: the brokers it came through.
+    "broker path": message(persistent=True, responseRequired=True, brokerPath=[
+        Structure(t.BROKER_ID, {"value": "ID:a"}), None,
+        Structure(t.BROKER_ID, {"value": "ID:b"})]),
 }  # fmt: skip
 GENERAL_PATH = {
     "compressed": message(compressed=True),
-    "broker path": message(brokerPath=[Structure(t.BROKER_ID, {"value": "b"})]),
     "cluster": message(cluster=[Structure(t.BROKER_ID, {"value": "b"})]),
     "no producer": message(producerId=None),
     "no message id": message(messageId=None),

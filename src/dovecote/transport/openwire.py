@@ -349,6 +349,10 @@ class OpenWireConnection:
             return await self._handle_request(self.converter.on_structure(structure))
         handled = await self._handle_request(self.converter.on_structure(structure))
         network = self.broker.plugins.find(NetworkConnectors)
+        if network is not None and self.marshaller.version >= 12:
+            asked = network.durable_subscriptions_asked(structure)  # syncDurableSubs
+            if asked is not None:
+                self._write(asked)
         if structure["duplexConnection"] and network is not None and self.duplex is None:
             self.duplex = network.accept_duplex(
                 structure, self._write, self.stream.close, peer_address(self.stream)

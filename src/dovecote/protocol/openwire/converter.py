@@ -520,4 +520,5 @@ _HANDLERS: Final = {
     t.CONNECTION_CONTROL: OpenWireConverter._ignore,
     t.PRODUCER_ACK: OpenWireConverter._ignore,
     t.BROKER_INFO: OpenWireConverter._broker_info,
+    t.BROKER_SUBSCRIPTION_INFO: OpenWireConverter._ignore,  # (for a duplex bridge back)
 }

@@ -1,5 +1,5 @@
 """Message frames read straight into the core's SendMessage: a producer's sends in the common
-shape (nothing compressed, no broker path or embedded structure, and either a response asked
+shape (nothing compressed, no embedded structure, and either a response asked
 for or no producer window; protocol version 10 or later). A send that asks for a response
 (a synchronous send: ``SendMessage.sync``) is answered by the transport with a Response to
 its command id (``command_id``), as the general path's converter answers it. The general path
@@ -17,9 +17,9 @@ from typing import Final
 from dovecote.core.commands import SendMessage
 from dovecote.core.destinations import Destination
 from dovecote.core.ids import TransactionId
-from dovecote.core.message import BodyType, Message
+from dovecote.core.message import BROKER_PATH_PROPERTY, BodyType, Message
 from dovecote.protocol.openwire import schema as t
-from dovecote.protocol.openwire.bigendian import i8, i32, i64
+from dovecote.protocol.openwire.bigendian import i8, i32, i64, u16
 from dovecote.protocol.openwire.converter import BODY_TYPES
 from dovecote.protocol.openwire.primitives import decode_map, decode_text_body
 from dovecote.protocol.openwire.straight import (
@@ -88,11 +88,15 @@ class SendFrames(StraightReader[SendMessage]):
         compressed = body[pos + 2] != 0
         redelivery_counter = i32(body, pos + 3)
         pos += 7
-        if compressed or body[pos]:
-            raise Unusual  # compressed, or a broker path
-        user_id, pos = string(body, pos + 9)  # (after the arrival time)
+        if compressed:
+            raise Unusual
+        path, pos = _broker_path(body, pos)  # (a network bridge's send has one)
+        user_id, pos = string(body, pos + 8)  # (after the arrival time)
         if body[pos + 2] or pos + _TAIL_SIZE != len(body):
             raise Unusual  # a cluster, or fields we do not know
+        properties = decode_map(marshalled) if marshalled else {}
+        if path:
+            properties[BROKER_PATH_PROPERTY] = path  # as the general path keeps it
         message_body = content or b""
         if body_type is BodyType.TEXT and message_body:
             message_body = decode_text_body(message_body).encode("utf-8")
@@ -115,7 +119,7 @@ class SendFrames(StraightReader[SendMessage]):
             user_id=user_id,
             redelivery_counter=redelivery_counter,
             original_destination=original,
-            properties=decode_map(marshalled) if marshalled else {},  # type: ignore[arg-type]
+            properties=properties,  # type: ignore[arg-type]
         )
         return SendMessage(message, transaction, sync=answered)
 
@@ -158,6 +162,26 @@ class SendFrames(StraightReader[SendMessage]):
 def command_id(body: bytes) -> int:
     """The command id of a frame's body (after its type byte): what its Response answers."""
     return i32(body, 1)
+
+
+def _broker_path(body: bytes, pos: int) -> tuple[str | None, int]:
+    """A nullable array of BrokerIds at ``pos``, their values joined as the general path
+    joins them, and where it ends."""
+    if not body[pos]:
+        return None, pos + 1
+    ids: list[str] = []
+    count = u16(body, pos + 1)
+    pos += 3
+    for _ in range(count):
+        if not body[pos]:
+            pos += 1
+            continue
+        if body[pos + 1] != t.BROKER_ID:
+            raise Unusual
+        value, pos = string(body, pos + 2)
+        if value:
+            ids.append(value)
+    return ",".join(ids), pos
 
 
 def _bytes(body: bytes, pos: int) -> tuple[bytes | None, int]:

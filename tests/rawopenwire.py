@@ -121,9 +121,9 @@ class Peer:
         self, conn: str, user: str | None = None, password: str | None = None
     ) -> tuple[dict[str, Structure], Structure]:
         """WireFormatInfo, then a ConnectionInfo (with credentials, if given): the ids and
-        the broker's answer to the ConnectionInfo (a Response or an ExceptionResponse)."""
+        the broker's answer to the ConnectionInfo (a Response or an ExceptionResponse). The
+        BrokerInfo comes only after our WireFormatInfo (as on ActiveMQ)."""
         assert self.next().type == t.WIRE_FORMAT_INFO
-        assert self.next().type == t.BROKER_INFO
         my = ids(conn)
         fields: dict[str, object] = {
             "commandId": 1, "responseRequired": True, "connectionId": my["connection"],
@@ -133,6 +133,7 @@ class Peer:
         if password is not None:
             fields["password"] = password
         self.send(client_wfi(), Structure(t.CONNECTION_INFO, fields))
+        assert self.next().type == t.BROKER_INFO
         answer = self.next()
         while answer.type not in (t.RESPONSE, t.EXCEPTION_RESPONSE):
             answer = self.next()

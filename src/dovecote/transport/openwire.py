@@ -145,7 +145,6 @@ class OpenWireConnection:
 
     async def run(self) -> None:
         self._write(self.our_format)
-        self._write(self.converter.broker_info(f"ID:{self.broker.settings.broker_name}"))
         timeout_ms = self.settings.connect_attempt_timeout_ms
         if timeout_ms > 0:
             self._handshake_timer = asyncio.get_running_loop().call_later(
@@ -326,8 +325,13 @@ class OpenWireConnection:
                 negotiated.version, "tight" if negotiated.tight else "loose",
                 negotiated.client.get("TightEncodingEnabled"),
             )  # fmt: skip
-            if not self._negotiated and negotiated.max_inactivity_ms > 0:
-                self._start_inactivity(negotiated.max_inactivity_ms, negotiated.initial_delay_ms)
+            if not self._negotiated:
+                # As ActiveMQ: the BrokerInfo only once the client's wire format is known.
+                self._write(self.converter.broker_info(f"ID:{self.broker.settings.broker_name}"))
+                if negotiated.max_inactivity_ms > 0:
+                    self._start_inactivity(
+                        negotiated.max_inactivity_ms, negotiated.initial_delay_ms
+                    )
             self._negotiated = True
             self.stream.handshaken = True
             return True

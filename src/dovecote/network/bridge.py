@@ -25,16 +25,12 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
-from dovecote.broker.connection import ConnectionState, Peer
-from dovecote.broker.consumer import DispatchSink
-from dovecote.broker.plugins import PluginHost
+from dovecote.broker.connection import Peer
 from dovecote.core.commands import (
     LAST_DELIVERED_UNSET,
     AckType,
-    Command,
     ConnectionInfo,
     ConsumerInfo,
     DestinationInfo,
@@ -44,11 +40,12 @@ from dovecote.core.commands import (
 )
 from dovecote.core.destinations import Destination, queue, topic
 from dovecote.core.errors import DovecoteError
-from dovecote.core.ids import ConnectionId, ConsumerId, SessionId
+from dovecote.core.ids import ConsumerId, SessionId
 from dovecote.core.message import Message
 from dovecote.network.duplex import DuplexInbound
 from dovecote.network.forwarding import Forwarding
 from dovecote.network.paths import broker_path
+from dovecote.network.records import BridgeCounts, Demand, LocalBroker
 from dovecote.network.settings import NETWORK_CONSUMER_PRIORITY, NetworkConnectorSettings
 from dovecote.network.sync import (
     DURABLE_SYNC_VERSION,
@@ -68,44 +65,6 @@ REQUEST_TIMEOUT_S: Final = 30.0
 CONSUMER_ADVISORIES: Final = (
     "ActiveMQ.Advisory.Consumer.>,ActiveMQ.Advisory.TempQueue,ActiveMQ.Advisory.TempTopic"
 )
-
-
-class LocalBroker(PluginHost, Protocol):
-    """What a bridge uses of the broker beyond a plugin's view: a connection of its own."""
-
-    async def add_connection(
-        self, info: ConnectionInfo, sink: DispatchSink, peer: Peer = ...
-    ) -> ConnectionState: ...
-
-    async def process(self, connection_id: ConnectionId, command: Command) -> None: ...
-
-    async def remove_connection(
-        self, connection_id: ConnectionId, last_delivered: int = ...
-    ) -> None: ...
-
-
-@dataclass
-class BridgeCounts:
-    """What a bridge has done, for the admin API."""
-
-    forwarded: int = 0
-    demands: int = 0
-    remote_broker: str = ""
-    remote_broker_id: str = ""
-    state: str = "connecting"
-    """connecting, connected, or waiting (to reconnect, after ``last_error``)."""
-    last_error: str | None = None
-    address: str = ""
-
-
-@dataclass
-class Demand:
-    """One local consumer the bridge forwards for, and the remote consumers it serves."""
-
-    consumer_id: ConsumerId
-    destination: Destination
-    remote: set[tuple[Any, ...]] = field(default_factory=set)
-    static: bool = False
 
 
 def consumer_key(s: Structure | None) -> tuple[Any, ...]:

@@ -20,8 +20,9 @@ from dovecote.broker.plugins import BrokerPlugin, PluginHost
 from dovecote.core.destinations import Destination
 from dovecote.core.errors import DovecoteError
 from dovecote.network.audit import SendAudit, journal_name
-from dovecote.network.bridge import Bridge, BridgeCounts, LocalBroker
+from dovecote.network.bridge import Bridge
 from dovecote.network.properties import accepted_settings
+from dovecote.network.records import BridgeCounts, LocalBroker
 from dovecote.network.settings import NetworkConnectorSettings, RemoteAddress
 from dovecote.network.sync import subscription_info, sync_asked
 from dovecote.network.wire import Channel, RemoteConnection, RemoteError

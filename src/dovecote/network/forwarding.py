@@ -34,7 +34,7 @@ from dovecote.protocol.openwire.structures import destination_structure
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from dovecote.network.bridge import BridgeCounts, Demand, LocalBroker
+    from dovecote.network.records import BridgeCounts, Demand, LocalBroker
     from dovecote.network.settings import NetworkConnectorSettings
 
 log = logging.getLogger("dovecote.network")

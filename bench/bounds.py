@@ -125,17 +125,18 @@ KNOWN: dict[str, list[Bound]] = {
     ],
     "forwarded A→B by a network connector, persistent backlog": [
         Bound(
-            "waiting, not CPU (dovecote's pair used less CPU per message than ActiveMQ's):"
-            " the bridge's per-message acknowledgements of the local copies and the remote"
-            " broker's answers (docs/networks.md)",
-            "acknowledging the local copies in batches, as the remote answers them",
+            "the machine's load, first: the bridge sends runs of up to 100 with one answer"
+            " each and acks its copies in batches, and its pair led ActiveMQ's 1.72-3.28x"
+            " in loaded runs (docs/networks.md)",
+            "a quiet run",
         ),
     ],
     "forwarded A→B by a network connector, non-persistent backlog": [
         Bound(
-            "waiting, not CPU, as the persistent row: the bridge forwards one window at a"
-            " time and acknowledges each message (docs/networks.md)",
-            "a wider window and batched acknowledgements",
+            "the forwarding broker's encoding of each forwarded send (about half its time"
+            " per message); each run lasts under a second, so load moves it most"
+            " (0.57-1.12x in loaded runs, docs/networks.md)",
+            "a direct frame writer for forwarded sends, as dispatches have",
         ),
     ],
 }

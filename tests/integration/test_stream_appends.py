@@ -181,3 +181,28 @@ def test_a_client_killed_before_its_commit_leaves_nothing(tmp_path: Path) -> Non
         assert held(url, queue(name)) == []
     with running_broker(workdir=tmp_path) as broker:
         assert held(f"tcp://127.0.0.1:{broker.openwire_port}", queue(name)) == []
+
+
+def test_the_spark_writer_appends_string_properties_and_sends_typed_ones(tmp_path: Path) -> None:
+    """The Spark writer outside Spark: string property columns (one named but absent) go
+    as Append blocks; an integer property column goes a send per row, its type kept."""
+    pa = pytest.importorskip("pyarrow")
+    from dovecote.spark.source import TransactionalWriter
+
+    rows = range(30)
+    batch = pa.record_batch(
+        {"text": [f"t{i}" for i in rows], "region": [f"r{i}" for i in rows], "n": list(rows)}
+    )
+    with running_broker(workdir=tmp_path) as broker:
+        url = f"tcp://127.0.0.1:{broker.openwire_port}"
+        for name, columns in (("strings", "region,absent"), ("typed", "n")):
+            options = {"url": url, "destination": name, "propertyColumns": columns}
+            assert TransactionalWriter(options).write(iter([batch])).count == 30
+        with StreamClient(url, queue("strings")) as stream:
+            got = list(stream.read(0, 2**62))
+            assert [(m.body, m.properties["region"]) for m in got] == [
+                (f"t{i}", f"r{i}") for i in range(30)
+            ]
+            assert all(m.message_id.split(":")[-3] == "0" for m in got)  # Append's ids
+        with StreamClient(url, queue("typed")) as stream:
+            assert [m.properties["n"] for m in stream.read(0, 2**62)] == list(range(30))

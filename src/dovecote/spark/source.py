@@ -337,7 +337,11 @@ class TransactionalWriter:
     def _appendable(self, schema: pa.Schema) -> bool:
         """Whether the rows go as Append blocks (a dovecote broker): their property columns
         are strings, as a block's properties are (others are sent typed, one by one)."""
-        return all(pa.types.is_string(schema.field(name).type) for name in self.property_columns)
+        return all(
+            pa.types.is_string(schema.field(name).type)
+            for name in self.property_columns
+            if name in schema.names
+        )
 
     def _append(self, session: Session, batches: Iterator[pa.RecordBatch]) -> int:
         """The rows as a few large Append requests in the session's transaction."""
@@ -349,9 +353,10 @@ class TransactionalWriter:
             sent = 0
             runs = (run for batch in batches for run in append_blocks(batch))
             for number, run in enumerate(runs):
+                present = [c for c in self.property_columns if c in run.schema.names]
                 block = append_block(
-                    run, f"{prefix}{number}:", self.priority, self.time_to_live,
-                    self.property_columns, int(time.time() * 1000),
+                    run, f"{prefix}{number}:", self.priority, self.time_to_live, present,
+                    int(time.time() * 1000),
                 )  # fmt: skip
                 appender.append(block, persistent=self.persistent)
                 sent += run.num_rows

@@ -51,14 +51,7 @@ def unmatched_acks(target: Target) -> tuple[list[str], int]:
     destination = queue(target.name)
     peer = Peer(target.openwire_port)
     try:
-        my = _open(peer, target, "a")
-        peer.send(Structure(t.PRODUCER_INFO, {"commandId": 3, "responseRequired": True,
-                                              "producerId": my["producer"]}))  # fmt: skip
-        peer.until(t.RESPONSE)
-        for seq in range(1, MESSAGES + 1):
-            peer.send(message(my, destination, seq, command_id=10 + seq, persistent=True))
-            peer.until(t.RESPONSE)
-        dispatched = _consume(peer, my, destination)
+        my, dispatched = _backlog_dispatched(peer, target, destination)
         never = Structure(t.MESSAGE_ID, {"producerId": my["producer"], "producerSequenceId": 99})
         answers = []
         for command_id, first, last, count in (
@@ -74,13 +67,61 @@ def unmatched_acks(target: Target) -> tuple[list[str], int]:
             answers.append(_answer(peer, command_id))
     finally:
         peer.close()
+    return answers, _left(target, destination)
+
+
+def _backlog_dispatched(
+    peer: Peer, target: Target, destination: Structure
+) -> tuple[dict[str, Structure], list[Structure]]:
+    """MESSAGES persistent messages sent, then dispatched to a consumer: their ids."""
+    my = _open(peer, target, "a")
+    peer.send(Structure(t.PRODUCER_INFO, {"commandId": 3, "responseRequired": True,
+                                          "producerId": my["producer"]}))  # fmt: skip
+    peer.until(t.RESPONSE)
+    for seq in range(1, MESSAGES + 1):
+        peer.send(message(my, destination, seq, command_id=10 + seq, persistent=True))
+        peer.until(t.RESPONSE)
+    return my, _consume(peer, my, destination)
+
+
+def _left(target: Target, destination: Structure) -> int:
+    """How many messages a new consumer gets, the first connection gone."""
     peer = Peer(target.openwire_port)
     try:
         my = _open(peer, target, "b")
-        left = len(_consume_all(peer, my, destination))
+        return len(_consume_all(peer, my, destination))
     finally:
         peer.close()
-    return answers, left
+
+
+def individual_acks_of_unknown_messages(target: Target) -> tuple[list[str], int]:
+    """An individual ack of a message never dispatched, answered, then one not answered
+    and a good one behind it: what each answer was (a ConnectionError included), and how
+    many messages a new consumer gets once the connection is gone."""
+    destination = queue(target.name)
+    peer = Peer(target.openwire_port)
+    try:
+        my, dispatched = _backlog_dispatched(peer, target, destination)
+        never = Structure(t.MESSAGE_ID, {"producerId": my["producer"], "producerSequenceId": 99})
+        for command_id, acked, answered in ((300, never, True), (301, never, False),
+                                            (302, dispatched[0], True)):  # fmt: skip
+            peer.send(Structure(t.MESSAGE_ACK, {
+                "commandId": command_id, "responseRequired": answered, "destination": destination,
+                "consumerId": my["consumer"], "ackType": 4, "lastMessageId": acked,
+                "messageCount": 1,
+            }))  # fmt: skip
+        said: list[str] = []
+        while not said or said[-1] != "302":
+            s = peer.next()
+            if s.type == t.CONNECTION_ERROR:
+                said.append("connection error")
+            elif s.type in (t.RESPONSE, t.EXCEPTION_RESPONSE) and s["correlationId"] >= 300:
+                # (ActiveMQ's answer to the ConsumerInfo may come after its dispatches.)
+                refused = " refused" if s.type == t.EXCEPTION_RESPONSE else ""
+                said.append(f"{s['correlationId']}{refused}")
+    finally:
+        peer.close()
+    return said, _left(target, destination)
 
 
 def _consume_all(peer: Peer, my: dict[str, Structure], destination: Structure) -> list[object]:
@@ -100,3 +141,9 @@ def _consume_all(peer: Peer, my: dict[str, Structure], destination: Structure) -
 
 def test_an_ack_that_does_not_match_the_dispatched_list_acks_nothing(differ) -> None:
     differ(unmatched_acks, (["refused", "refused", "accepted"], MESSAGES - 1))
+
+
+def test_an_individual_ack_of_a_message_not_in_flight_is_ignored(differ) -> None:
+    """As ActiveMQ (PrefetchSubscription: "Acknowledgment out of sync", at debug): no
+    ExceptionResponse, no ConnectionError; it acknowledges nothing, the good one its own."""
+    differ(individual_acks_of_unknown_messages, (["300", "302"], MESSAGES - 1))

@@ -28,6 +28,8 @@ async def settle_ack(
             consumer.browse.acked(ack)
         return None
     entries = consumer.acked_entries(ack)
+    if not entries:  # an individual ack of a message not in flight: nothing to do
+        return None
     match ack.ack_type:
         case AckType.DELIVERED:
             consumer.free_window(entries)

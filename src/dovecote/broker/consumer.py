@@ -172,6 +172,9 @@ class Consumer:
     def acked_entries(self, ack: MessageAck) -> list[Entry]:
         """The in-flight entries an ack covers, without settling them."""
         if ack.last_message_id not in self.inflight:
+            if ack.ack_type is AckType.INDIVIDUAL:
+                # As ActiveMQ: ignored, not refused (an ack from before a failover, say).
+                return []
             raise BrokerError(
                 f"consumer {ack.consumer_id} has no unacknowledged message {ack.last_message_id}"
             )

@@ -40,8 +40,7 @@ def _dispatches(peer: Peer, want: int) -> tuple[list[Structure], bool]:
 def browse_in_windows(target: Target) -> list[tuple[int, bool]]:
     peer = Peer(target.openwire_port)
     try:
-        # (Peer.handshake waits for the BrokerInfo first; ActiveMQ sends it only after the
-        # client's WireFormatInfo.)
+        # (With a client id, which ActiveMQ requires; Peer.handshake sends none.)
         my = ids(f"ID:browse-window-{target.name}")
         peer.send(client_wfi(), Structure(t.CONNECTION_INFO, {
             "commandId": 1, "responseRequired": True, "connectionId": my["connection"],

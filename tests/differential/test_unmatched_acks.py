@@ -13,8 +13,7 @@ MESSAGES = 4
 
 
 def _open(peer: Peer, target: Target, tag: str) -> dict[str, Structure]:
-    # (Peer.handshake waits for the BrokerInfo first; ActiveMQ sends it only after the
-    # client's WireFormatInfo.)
+    # (With a client id, which ActiveMQ requires; Peer.handshake sends none.)
     my = ids(f"ID:unmatched-{tag}-{target.name}")
     peer.send(client_wfi(), Structure(t.CONNECTION_INFO, {
         "commandId": 1, "responseRequired": True, "connectionId": my["connection"],

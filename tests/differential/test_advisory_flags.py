@@ -73,6 +73,13 @@ EXPECTED = {
         + f" [{ORIGIN}, orignalDestination=queue://flag.con.R:String, orignalMessageId]"
         for run in ("c1", "c2")
     ),
+    "consumed_in_transaction": "beforeCommit=0 "
+    + " | ".join(
+        "ActiveMQ.Advisory.MessageConsumed.Queue.flag.cont.R "
+        + COPY.format(dest="queue://flag.cont.R", run=run)
+        + f" [{ORIGIN}, orignalDestination=queue://flag.cont.R:String, orignalMessageId]"
+        for run in ("x1", "x2")
+    ),
     "slow_consumer": (
         "firstAt=22 ActiveMQ.Advisory.SlowConsumer.Topic.flag.slow.R ConsumerInfo("
         "topic://flag.slow.R prefetch=10 sameId=true) type=Advisory persistent=false"

@@ -156,6 +156,27 @@ public class FlagAdvisories {
         }
     }
 
+    /** Messages a transacted session received: told of at its commit, none before. */
+    static String consumedInTransaction() throws Exception {
+        String q = "flag.cont." + run;
+        try (Listen l = new Listen("ActiveMQ.Advisory.MessageConsumed.Queue." + q)) {
+            ActiveMQConnection c = connect("");
+            Session p = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            send(p, new ActiveMQQueue(q), "x1");
+            send(p, new ActiveMQQueue(q), "x2");
+            Session s = c.createSession(true, Session.SESSION_TRANSACTED);
+            MessageConsumer consumer = s.createConsumer(new ActiveMQQueue(q));
+            consumer.receive(2000);
+            consumer.receive(2000);
+            Thread.sleep(300);
+            int before = l.got.size();
+            s.commit();
+            List<String> seen = l.await(2);
+            c.close();
+            return "beforeCommit=" + before + " " + String.join(" | ", seen);
+        }
+    }
+
     /** A topic subscriber that never reads, prefetch 10: told of once it is slow. */
     static String slowConsumer() throws Exception {
         String t = "flag.slow." + run;
@@ -263,6 +284,7 @@ public class FlagAdvisories {
         Map<String, Scenario> scenarios = new TreeMap<>();
         scenarios.put("delivered", FlagAdvisories::delivered);
         scenarios.put("consumed", FlagAdvisories::consumed);
+        scenarios.put("consumed_in_transaction", FlagAdvisories::consumedInTransaction);
         scenarios.put("slow_consumer", FlagAdvisories::slowConsumer);
         scenarios.put("slow_durable", FlagAdvisories::slowDurable);
         scenarios.put("discarded", FlagAdvisories::discarded);

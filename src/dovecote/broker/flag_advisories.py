@@ -32,9 +32,10 @@ from dovecote.broker.advisories import (
     is_advisory,
     without_body,
 )
-from dovecote.broker.connection import ConnectionState
+from dovecote.broker.connection import ConnectionState, LocalTransaction
 from dovecote.broker.plugins import BrokerPlugin, PluginHost
 from dovecote.broker.policy import DestinationPolicy
+from dovecote.broker.regions import consumes
 from dovecote.broker.usage import Usage
 from dovecote.core.commands import ConsumerInfo, ProducerInfo
 from dovecote.core.destinations import Destination, topic
@@ -126,6 +127,14 @@ class FlagAdvisories(BrokerPlugin):
     async def on_message_consumed(self, message: Message) -> None:
         if self._wanted(message) and self._policy(message.destination).advisory_for_consumed:
             await self._fire_copy("MessageConsumed", message, {})
+
+    async def after_commit(self, state: ConnectionState, tx: LocalTransaction) -> None:
+        # A transaction's acks consume its messages at its commit: told of then, as ActiveMQ.
+        for acked in tx.acks:
+            origin = acked.record.origin
+            if origin is not None and consumes(origin):
+                for entry in acked.entries:
+                    await self.on_message_consumed(entry.message)
 
     async def on_message_discarded(
         self, message: Message, consumer: ConsumerInfo, discarded: int

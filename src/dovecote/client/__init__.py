@@ -11,7 +11,7 @@ from dovecote.client.connection import (
 )
 from dovecote.client.message import JavaByte, JavaChar, JavaFloat, JavaInt, JavaShort
 from dovecote.client.options import OptionError, parse_broker_url
-from dovecote.client.transport import JMSError
+from dovecote.client.transport import JMSError, TransactionRolledBackException
 
 __all__ = [
     "AckMode",
@@ -28,5 +28,6 @@ __all__ = [
     "MessageProducer",
     "OptionError",
     "Session",
+    "TransactionRolledBackException",
     "parse_broker_url",
 ]

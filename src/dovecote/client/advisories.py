@@ -35,7 +35,7 @@ class TempDestinationWatcher(MessageConsumer):
         session = connection.create_session()
         super().__init__(session, next(session._consumer_ids), TEMP_ADVISORIES, None, None)
 
-    def _dispatched(self, dispatch: Structure) -> None:
+    def _dispatched(self, dispatch: Structure, interruptions: int = -1) -> None:
         message = dispatch["message"]
         if message is None:
             return

@@ -104,6 +104,9 @@ class Connection:
         """The last asynchronous command the broker refused (a ConnectionError)."""
         self.closed = False
         self.reconnects = 0
+        self.interruptions = 0
+        """How many times the connection lost its broker (failover): a transaction begun
+        before the latest loss died with that broker (Session checks it at commit)."""
         self._connected = threading.Event()
         self._reconnecting = threading.Lock()
         self._temp_destinations: dict[str, Structure] = {}
@@ -170,8 +173,13 @@ class Connection:
             if opened and opened[0] is getattr(self, "transport", None):
                 self._on_failure(exc)
 
+        interruptions = self.interruptions
+
+        def command(structure: Structure) -> None:
+            self._on_command(structure, interruptions)
+
         transport = ClientTransport(host, port, member.wire_format, member.transport,
-                                    self._on_command, failed)  # fmt: skip
+                                    command, failed)  # fmt: skip
         opened.append(transport)
         transport.connect()
         transport.request(Structure(t.CONNECTION_INFO, {
@@ -196,6 +204,15 @@ class Connection:
             if structure.type == t.DESTINATION_INFO and self.url.failover is not None:
                 self._track_temp_destination(structure)
             return response
+
+    def request_within(self, structure: Structure, interruptions: int) -> Structure:
+        """A transaction's end, sent only on the broker the transaction began on (the
+        connection not interrupted since ``interruptions``); a failover before or during it
+        raises TransportClosedError: that broker's transaction is gone, its outcome unknown."""
+        transport = self.transport  # read first: a new transport follows a new interruption
+        if interruptions != self.interruptions:
+            raise TransportClosedError("the connection failed over during the transaction")
+        return transport.request(structure)
 
     def _track_temp_destination(self, info: Structure) -> None:
         destination = info["destination"]
@@ -275,6 +292,7 @@ class Connection:
                     # (left open, it would hold our client id on that broker, and the next
                     # attempt's ConnectionInfo would be refused for it); try the next broker.
                     self.failure = exc
+                    self.interruptions += 1  # what was begun on it died with it
                     transport.close()
                     continue
                 # Only now may waiting sends go on: producers and consumers exist again.
@@ -308,7 +326,6 @@ class Connection:
             transport.request(info)
         for session in self._sessions:
             transport.oneway(Structure(t.SESSION_INFO, {"sessionId": session._sid()}))
-            session._connection_lost()
         for producer in self._producers.values():
             transport.request(producer._info())
         for consumer in list(self._consumers.values()):
@@ -345,7 +362,9 @@ class Connection:
         self._sessions.append(session)
         return session
 
-    def _on_command(self, s: Structure) -> None:
+    def _on_command(self, s: Structure, interruptions: int = -1) -> None:
+        """``interruptions``: the connection's count when the transport that read ``s``
+        was opened (a transacted consumer tells the old broker's dispatches by it)."""
         if s.type == t.PRODUCER_ACK:
             producer = self._producers.get(s["producerId"]["value"]) if s["producerId"] else None
             if producer is not None:
@@ -355,7 +374,7 @@ class Connection:
             c = s["consumerId"]
             consumer = self._consumers.get((c["sessionId"], c["value"]))
             if consumer is not None:
-                consumer._dispatched(s)
+                consumer._dispatched(s, interruptions)
 
     def set_exception_listener(self, listener: Callable[[JMSError], None] | None) -> None:
         """As Connection.setExceptionListener: ``listener`` hears of the connection's loss
@@ -386,6 +405,11 @@ class Connection:
             self._tell_listener(_as_jms_error(exc))
         self.failure = exc
         if self.url.failover is not None and not self.closed:
+            # Before anything can reach a new broker: open transactions are in doubt now.
+            self.interruptions += 1
+            for consumer in list(self._consumers.values()):
+                if consumer.session.transacted:
+                    consumer._interrupted()
             if self._reconnecting.acquire(blocking=False):
                 self._connected.clear()
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dovecote.client.channel import DispatchChannel, Empty
-from dovecote.client.delivered import STANDARD_ACK, DeliveredAcks
+from dovecote.client.delivered import ARRIVED_AFTER, STANDARD_ACK, DeliveredAcks
 from dovecote.client.destination_options import (
     AnyDestination,
     connection_consumer_settings,
@@ -126,8 +126,12 @@ class MessageConsumer(DeliveredAcks):
 
     # -- from the broker ----------------------------------------------------------------
 
-    def _dispatched(self, dispatch: Structure) -> None:
+    def _dispatched(self, dispatch: Structure, interruptions: int = -1) -> None:
         message = dispatch["message"]
+        if message is not None and self.session.transacted:
+            # Which broker sent it: a transaction a failover interrupted hands out again only
+            # the new broker's messages (the new broker dispatches the old one's anew).
+            dispatch.fields[ARRIVED_AFTER] = interruptions
         listening = self._listener is not None and self._buffer.running
         # Expired in our buffer before anyone took it: acked as expired, never handed out;
         # by receive with sendAcksAsync=false (its wait for an answer may hold our lock).
@@ -152,6 +156,13 @@ class MessageConsumer(DeliveredAcks):
             if self.session.ack_mode is AckMode.AUTO_ACKNOWLEDGE:
                 self._delivered.clear()
             self._ack_counter = 0
+
+    def _interrupted(self) -> None:
+        """A transacted consumer, as Java's at a transport interruption: what the lost
+        broker prefetched is not handed out (its transaction is over), nor anything until
+        the replay on the new broker is done."""
+        self._buffer.set_running(False)
+        self._buffer.clear()
 
     def _start(self) -> None:
         if not self.closed:

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 # MessageAck.ackType, as ActiveMQ numbers them.
 DELIVERED_ACK, POISON_ACK, STANDARD_ACK, REDELIVERED_ACK, INDIVIDUAL_ACK = 0, 1, 2, 3, 4
 EXPIRED_ACK = 6
+ARRIVED_AFTER = "dovecote.interruptions"
+"""A transacted consumer's dispatch records the connection's interruption count of the
+transport that brought it (a client-side mark, never sent)."""
 
 
 class DeliveredAcks:
@@ -95,6 +98,8 @@ class DeliveredAcks:
             self._delivered.append(dispatch)
         if self.session.transacted:
             self.session._register(cast("MessageConsumer", self))
+            if dispatch[ARRIVED_AFTER] != self.session._tx_interruptions:
+                self.session._in_doubt = True  # taken just before its broker was lost
             self._ack_later(dispatch, DELIVERED_ACK)
 
     def _after_consumed(self, dispatch: Structure, expired: bool) -> None:
@@ -219,6 +224,17 @@ class DeliveredAcks:
                 return
             self._remove_delivered(dispatch)
         self._send_ack(dispatch, INDIVIDUAL_ACK, 1)
+
+    def _forget_lost(self, interruptions: int) -> None:
+        """A transaction interrupted by a failover ends: the messages it had from a broker
+        the connection has lost since are neither acknowledged nor handed out again here
+        (the new broker dispatches them anew); the new broker's stay, for the rollback."""
+        with self._delivered_lock:
+            kept = [d for d in self._delivered if d[ARRIVED_AFTER] == interruptions]
+            lost = len(self._delivered) - len(kept)
+            if lost:
+                self._delivered = kept
+                self._delivered_counter = max(0, self._delivered_counter - lost)
 
     def _commit(self) -> None:
         with self._delivered_lock:

@@ -17,7 +17,7 @@ from dovecote.client.consumer import MessageConsumer
 from dovecote.client.destination_options import AnyDestination, OptionedDestination, split_options
 from dovecote.client.message import AckMode, Message
 from dovecote.client.producer import MessageProducer
-from dovecote.client.transport import JMSError
+from dovecote.client.transport import JMSError, TransactionRolledBackException, TransportClosedError
 from dovecote.core.destinations import Destination, DestinationType
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
@@ -48,7 +48,9 @@ class Session:
         self._close_after_tx: list[MessageConsumer] = []
         self._dispatch_lock = threading.RLock()  # one listener call at a time per session
         self.closed = False
+        self._tx_interruptions = 0  # the connection's interruption count when _tx began
         self._in_doubt = False
+        """A failover interrupted the transaction: its commit rolls back and raises."""
         self.last_delivered_sequence_id = -2  # as ActiveMQSession: below any consumer's
         connection.oneway(Structure(t.SESSION_INFO, {"sessionId": self._sid()}))
 
@@ -196,13 +198,24 @@ class Session:
     def _transaction_id(self) -> Structure | None:
         if not self.transacted:
             return None
+        if self._interrupted():
+            # Its broker is gone: what follows goes into a transaction on the new broker,
+            # and the commit rolls both back (the application's unit of work is broken).
+            self._in_doubt = True
+            self._tx = None
         if self._tx is None:
             connection_id = Structure(t.CONNECTION_ID, {"value": self.connection.connection_id})
+            # Counted before the BEGIN goes: a failover under it leaves the transaction in doubt.
+            self._tx_interruptions = self.connection.interruptions
             self._tx = Structure(t.LOCAL_TRANSACTION_ID, {
                 "value": next(self.connection._local_tx_ids), "connectionId": connection_id,
             })  # fmt: skip
             self.connection.oneway(self._tx_info(BEGIN))
         return self._tx
+
+    def _interrupted(self) -> bool:
+        """The open transaction began before the connection's latest failover."""
+        return self._tx is not None and self._tx_interruptions != self.connection.interruptions
 
     def transaction_value(self) -> str:
         """The open transaction's number, as the broker names it (begun now if none is
@@ -224,30 +237,34 @@ class Session:
         if consumer not in self._registered:
             self._registered.append(consumer)
 
-    def _connection_lost(self) -> None:
-        """Failover replayed this session: an open transaction died with the old broker."""
-        if self._tx is not None:
-            self._tx = None
-            self._in_doubt = True
-
     def commit(self) -> None:
+        """Commit the open transaction. One a failover interrupted (as Java's rollback-only
+        transaction) is rolled back instead, here and on the broker, and this raises
+        TransactionRolledBackException: the broker redelivers its messages."""
         self._check_open()
         if not self.transacted:
             raise JMSError("javax.jms.IllegalStateException", "Not a transacted session")
-        if self._in_doubt:
-            self._in_doubt = False
-            self.rollback()
-            raise JMSError(
-                "javax.jms.TransactionRolledBackException",
-                "the transaction was in doubt after a failover and has been rolled back",
+        if self._in_doubt or self._interrupted():
+            self._rollback()
+            raise TransactionRolledBackException(
+                "the transaction was interrupted by a failover and has been rolled back"
             )
         registered, self._registered = self._registered, []
         for consumer in registered:
             consumer.acknowledge()
         if self._tx is not None:
             info = self._tx_info(COMMIT_ONE_PHASE)
-            self._tx = None
-            self.connection.request(info)
+            try:
+                self.connection.request_within(info, self._tx_interruptions)
+            except TransportClosedError:
+                # As Java's failover: a commit a failover overtook is in doubt, rolled back.
+                self._registered = registered
+                self._rollback()
+                raise TransactionRolledBackException(
+                    "the transaction's completion is in doubt after a failover; rolled back"
+                ) from None
+            finally:
+                self._tx = None
         for consumer in registered:
             consumer._commit()
         self._after_transaction()
@@ -260,14 +277,24 @@ class Session:
 
     def _rollback(self) -> None:
         registered, self._registered = self._registered, []
+        self._in_doubt = False
+        if self._interrupted():
+            self._tx = None  # began on a broker the connection lost: nothing to roll back there
+        interruptions = self.connection.interruptions
+        for consumer in self._consumers if interruptions else ():
+            consumer._forget_lost(interruptions)
         # As the Java client: the delivered messages are acked in the transaction first, the
         # rollback then undoes those acks with the rest of it.
         for consumer in registered:
             consumer.acknowledge()
         if self._tx is not None:
             info = self._tx_info(ROLLBACK)
-            self._tx = None
-            self.connection.request(info)
+            try:
+                self.connection.request_within(info, self._tx_interruptions)
+            except TransportClosedError:
+                pass  # its broker is gone, and the transaction with it
+            finally:
+                self._tx = None
         for consumer in registered:
             consumer._rollback()
         self._after_transaction()
@@ -305,6 +332,9 @@ class Session:
         # On the transport's reader thread (an ack of a message expired on arrival) waiting
         # would wait for itself: one-way there too.
         on_reader = threading.current_thread().name == "dovecote-client-reader"
+        tx = ack["transactionId"]
+        if tx is not None and tx is self._tx and self._interrupted():
+            return  # its transaction died with the broker it began on: nothing to ack there
         if lazy or self.connection.options.sendAcksAsync or self.transacted or on_reader:
             self.connection.oneway(ack)
         else:

@@ -52,6 +52,14 @@ class JMSError(Exception):
         self.message = message or ""
 
 
+class TransactionRolledBackException(JMSError):
+    """javax.jms.TransactionRolledBackException: a commit rolled back instead (a failover
+    interrupted the transaction)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("javax.jms.TransactionRolledBackException", message)
+
+
 class TransportClosedError(ConnectionError):
     pass
 

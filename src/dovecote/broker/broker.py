@@ -340,6 +340,8 @@ class Broker:
         if command.flow_control and not self.paging.admits_now(message):
             await self.paging.admit(message)
         await self.regions.route([message], sync=command.sync, accepted=accepted)
+        if state.send_stored is not None:
+            state.send_stored(message)
 
     async def admit_send(self, connection_id: ConnectionId, command: SendMessage) -> None:
         """The first half of a pipelined send (a persistent send nobody waits for): check it
@@ -398,8 +400,7 @@ class Broker:
         await self.regions.route([message])
 
     async def deliver(self, messages: Sequence[Message]) -> None:
-        """Route the broker's own messages now, without flow control (a plugin's replies
-        to a request: the requester waits for them)."""
+        """Route the broker's own messages now, without flow control (a plugin's replies)."""
         await self.regions.route(messages)
 
     async def offer(self, consumer_id: ConsumerId, messages: Sequence[Message]) -> None:
@@ -441,8 +442,7 @@ class Broker:
             await self.regions.dispatch(origin)
 
     async def wait_for_room(self, message: Message) -> None:
-        """Return once the usages ``message`` weighs on have room (to release a held-back
-        producer ack); never raises for a full store."""
+        """Return once the usages ``message`` weighs on have room (never raises if full)."""
         with contextlib.suppress(ResourceLimitError):
             await self.paging.admit(message)
 

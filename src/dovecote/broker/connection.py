@@ -83,6 +83,9 @@ class ConnectionState:
     """For a network bridge's connection (set by the network plugin): True for a message
     already had from the broker it forwards for, which is then dropped, answered as
     stored."""
+    send_stored: Callable[[Message], None] | None = None
+    """Told of each send stored (and routed) from this connection, after its store write:
+    the network audit remembers an id for good only then."""
     closer: Callable[[], None] | None = None
     """Closes the connection's socket (the console's close button); None: it has none."""
 

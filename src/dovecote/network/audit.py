@@ -66,7 +66,9 @@ class SendAudit:
             self._open(journal)
 
     def duplicate(self, message: Message) -> bool:
-        """True for a message already had (drop it, answer as if stored); else remember it."""
+        """True for a message already had (drop it, answer as if stored). A persistent one
+        is remembered only once stored (``stored``): one remembered before its store write,
+        lost with a crash in between, would drop the bridge's send of it again."""
         destination = message.destination
         if destination.is_queue and destination not in self._read:
             self._read.add(destination)
@@ -76,8 +78,14 @@ class SendAudit:
             self._seen.move_to_end(message_id)
             self.duplicates += 1
             return True
-        self._remember(message_id, written=message.persistent)
+        if not message.persistent:
+            self._remember(message_id, written=False)
         return False
+
+    def stored(self, message: Message) -> None:
+        """A message from the remote is stored (and routed): remembered for good."""
+        if message.persistent and message.message_id not in self._seen:
+            self._remember(message.message_id)
 
     def forget(self, message_id: str) -> None:
         if message_id in self._seen:

@@ -70,6 +70,7 @@ class NetworkConnectors(BrokerPlugin):
                 remote_id, self.broker.query, journal=directory / journal_name(remote_id)
             )
         state.send_audit = audit.duplicate
+        state.send_stored = audit.stored
         log.info("network bridge from broker %s connected (%s)", remote_id, state.peer.address)
 
     def accept_duplex(

@@ -118,34 +118,49 @@ class Peer:
                 return s
 
     def connect(
-        self, conn: str, user: str | None = None, password: str | None = None
+        self,
+        conn: str,
+        user: str | None = None,
+        password: str | None = None,
+        client_id: str | None = None,
     ) -> tuple[dict[str, Structure], Structure]:
-        """WireFormatInfo, then a ConnectionInfo (with credentials, if given): the ids and
-        the broker's answer to the ConnectionInfo (a Response or an ExceptionResponse). The
-        BrokerInfo comes only after our WireFormatInfo (as on ActiveMQ)."""
+        """WireFormatInfo, then a ConnectionInfo (with credentials and a client id, if
+        given): the ids and the broker's answer to the ConnectionInfo (a Response or an
+        ExceptionResponse). The BrokerInfo comes only after our WireFormatInfo (as on
+        ActiveMQ), and is read past."""
         assert self.next().type == t.WIRE_FORMAT_INFO
         my = ids(conn)
         fields: dict[str, object] = {
             "commandId": 1, "responseRequired": True, "connectionId": my["connection"],
         }  # fmt: skip
+        if client_id is not None:
+            fields["clientId"] = client_id
         if user is not None:
             fields["userName"] = user
         if password is not None:
             fields["password"] = password
         self.send(client_wfi(), Structure(t.CONNECTION_INFO, fields))
-        assert self.next().type == t.BROKER_INFO
+        # (ActiveMQ sends its BrokerInfo from another thread: before or after the answer.)
         answer = self.next()
         while answer.type not in (t.RESPONSE, t.EXCEPTION_RESPONSE):
             answer = self.next()
         return my, answer
 
-    def handshake(self, conn: str) -> dict[str, Structure]:
-        """WireFormatInfo, then ConnectionInfo and SessionInfo, both answered."""
-        my, answer = self.connect(conn)
+    def handshake(
+        self, conn: str, client_id: str | None = None, producer: bool = False
+    ) -> dict[str, Structure]:
+        """WireFormatInfo, then ConnectionInfo and SessionInfo (and, with ``producer``, the
+        session's ProducerInfo, which ActiveMQ wants before a send), each answered. ActiveMQ
+        wants a ``client_id`` too."""
+        my, answer = self.connect(conn, client_id=client_id)
         assert answer.type == t.RESPONSE
         self.send(Structure(t.SESSION_INFO, {"commandId": 2, "responseRequired": True,
                                              "sessionId": my["session"]}))  # fmt: skip
         assert self.until(t.RESPONSE).type == t.RESPONSE
+        if producer:
+            self.send(Structure(t.PRODUCER_INFO, {"commandId": 3, "responseRequired": True,
+                                                  "producerId": my["producer"]}))  # fmt: skip
+            assert self.until(t.RESPONSE).type == t.RESPONSE
         return my
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ from brokers import BrokerProcess
 from differ import Target
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
-from rawopenwire import Peer, client_wfi, ids, message, queue
+from rawopenwire import Peer, message, queue
 from rawstomp import RawStomp
 
 MESSAGES = 3
@@ -21,18 +21,8 @@ def openwire_order(target: Target) -> list[str]:
     destination = queue(target.name)
     peer = Peer(target.openwire_port)
     try:
-        my = ids(f"ID:answer-order-{target.name}")
-        peer.send(client_wfi(), Structure(t.CONNECTION_INFO, {
-            "commandId": 1, "responseRequired": True, "connectionId": my["connection"],
-            "clientId": f"answer-order-{target.name}",
-        }))  # fmt: skip
-        peer.until(t.RESPONSE)
-        peer.send(Structure(t.SESSION_INFO, {"commandId": 2, "responseRequired": True,
-                                             "sessionId": my["session"]}))  # fmt: skip
-        peer.until(t.RESPONSE)
-        peer.send(Structure(t.PRODUCER_INFO, {"commandId": 3, "responseRequired": True,
-                                              "producerId": my["producer"]}))  # fmt: skip
-        peer.until(t.RESPONSE)
+        my = peer.handshake(f"ID:answer-order-{target.name}",
+                            client_id=f"answer-order-{target.name}", producer=True)  # fmt: skip
         for seq in range(1, MESSAGES + 1):
             peer.send(message(my, destination, seq, command_id=10 + seq, persistent=True))
             peer.until(t.RESPONSE)

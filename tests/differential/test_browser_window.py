@@ -9,7 +9,7 @@ import time
 from differ import Target
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
-from rawopenwire import Peer, client_wfi, ids, message, queue
+from rawopenwire import Peer, message, queue
 
 MESSAGES = 12
 PREFETCH = 5
@@ -40,20 +40,9 @@ def _dispatches(peer: Peer, want: int) -> tuple[list[Structure], bool]:
 def browse_in_windows(target: Target) -> list[tuple[int, bool]]:
     peer = Peer(target.openwire_port)
     try:
-        # (With a client id, which ActiveMQ requires; Peer.handshake sends none.)
-        my = ids(f"ID:browse-window-{target.name}")
-        peer.send(client_wfi(), Structure(t.CONNECTION_INFO, {
-            "commandId": 1, "responseRequired": True, "connectionId": my["connection"],
-            "clientId": f"browse-window-{target.name}",
-        }))  # fmt: skip
-        peer.until(t.RESPONSE)
-        peer.send(Structure(t.SESSION_INFO, {"commandId": 2, "responseRequired": True,
-                                             "sessionId": my["session"]}))  # fmt: skip
-        peer.until(t.RESPONSE)
+        my = peer.handshake(f"ID:browse-window-{target.name}",
+                            client_id=f"browse-window-{target.name}", producer=True)  # fmt: skip
         destination = queue(target.name)
-        peer.send(Structure(t.PRODUCER_INFO, {"commandId": 3, "responseRequired": True,
-                                              "producerId": my["producer"]}))  # fmt: skip
-        peer.until(t.RESPONSE)
         for seq in range(1, MESSAGES + 1):
             peer.send(message(my, destination, seq, command_id=10 + seq, persistent=True))
             peer.until(t.RESPONSE)

@@ -7,23 +7,14 @@ from __future__ import annotations
 from differ import Target
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
-from rawopenwire import Peer, client_wfi, ids, message, queue
+from rawopenwire import Peer, message, queue
 
 MESSAGES = 4
 
 
 def _open(peer: Peer, target: Target, tag: str) -> dict[str, Structure]:
-    # (With a client id, which ActiveMQ requires; Peer.handshake sends none.)
-    my = ids(f"ID:unmatched-{tag}-{target.name}")
-    peer.send(client_wfi(), Structure(t.CONNECTION_INFO, {
-        "commandId": 1, "responseRequired": True, "connectionId": my["connection"],
-        "clientId": f"unmatched-{tag}-{target.name}",
-    }))  # fmt: skip
-    peer.until(t.RESPONSE)
-    peer.send(Structure(t.SESSION_INFO, {"commandId": 2, "responseRequired": True,
-                                         "sessionId": my["session"]}))  # fmt: skip
-    peer.until(t.RESPONSE)
-    return my
+    return peer.handshake(f"ID:unmatched-{tag}-{target.name}",
+                          client_id=f"unmatched-{tag}-{target.name}", producer=True)  # fmt: skip
 
 
 def _consume(peer: Peer, my: dict[str, Structure], destination: Structure) -> list[Structure]:
@@ -74,9 +65,6 @@ def _backlog_dispatched(
 ) -> tuple[dict[str, Structure], list[Structure]]:
     """MESSAGES persistent messages sent, then dispatched to a consumer: their ids."""
     my = _open(peer, target, "a")
-    peer.send(Structure(t.PRODUCER_INFO, {"commandId": 3, "responseRequired": True,
-                                          "producerId": my["producer"]}))  # fmt: skip
-    peer.until(t.RESPONSE)
     for seq in range(1, MESSAGES + 1):
         peer.send(message(my, destination, seq, command_id=10 + seq, persistent=True))
         peer.until(t.RESPONSE)

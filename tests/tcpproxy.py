@@ -1,8 +1,10 @@
 """A TCP proxy on loopback for tests that watch what passes between a client and a broker.
 
 ``TcpProxy(upstream, tap)`` listens on a free port and connects every client it accepts to
-``upstream``; ``tap()`` is called once per connection and returns the function that sees each
-chunk as it passes, with ``True`` for what the client sent and ``False`` for the broker's."""
+``upstream`` (a client whose upstream cannot be reached is closed at once, as a dead broker's
+connection would be); ``tap()`` is called once per connection and returns the function that
+sees each chunk before it passes, with ``True`` for what the client sent and ``False`` for the
+broker's, and returns what to pass on (None: nothing; it may also wait)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import threading
 from collections.abc import Callable
 from contextlib import suppress
 
-Tap = Callable[[bool, bytes], None]
+Tap = Callable[[bool, bytes], bytes | None]
 
 
 class TcpProxy:
@@ -29,7 +31,11 @@ class TcpProxy:
                 client, _ = self.server.accept()
             except OSError:
                 return
-            broker = socket.create_connection(("127.0.0.1", self.upstream))
+            try:
+                broker = socket.create_connection(("127.0.0.1", self.upstream))
+            except OSError:
+                client.close()
+                continue
             self._sockets += [client, broker]
             tap = self._tap()
             for source, sink, from_client in ((client, broker, True), (broker, client, False)):
@@ -40,8 +46,9 @@ class TcpProxy:
     def _pipe(source: socket.socket, sink: socket.socket, tap: Tap, from_client: bool) -> None:
         try:
             while data := source.recv(65536):
-                sink.sendall(data)
-                tap(from_client, data)
+                passed = tap(from_client, data)
+                if passed is not None:
+                    sink.sendall(passed)
         except OSError:
             pass
         finally:

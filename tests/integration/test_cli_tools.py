@@ -203,8 +203,9 @@ def test_browse_reads_only_what_it_shows(url: str) -> None:
     tool("produce", name, "--url", url, "--count", "2000", "--size", "4096", "--no-persistent")
     from_broker = [0]
 
-    def count(from_client: bool, data: bytes) -> None:
+    def count(from_client: bool, data: bytes) -> bytes:
         from_broker[0] += 0 if from_client else len(data)
+        return data
 
     proxy = TcpProxy(int(url.rsplit(":", 1)[1]), lambda: count)
     try:

@@ -111,12 +111,12 @@ class RecordingProxy(TcpProxy):
         self.recordings: list[Recording] = []
         super().__init__(upstream, self._record)
 
-    def _record(self) -> Callable[[bool, bytes], None]:
+    def _record(self) -> Callable[[bool, bytes], bytes]:
         recording = Recording()
         self.recordings.append(recording)
         readers = {True: (FrameReader(), Marshaller()), False: (FrameReader(), Marshaller())}
 
-        def tap(from_client: bool, data: bytes) -> None:
+        def tap(from_client: bool, data: bytes) -> bytes:
             frames, marshaller = readers[from_client]
             marshaller.version = 12
             frames.receive_data(data)
@@ -128,6 +128,7 @@ class RecordingProxy(TcpProxy):
                         recording.learn(command)
                 elif command.type == t.MESSAGE_DISPATCH and command["message"] is not None:
                     recording.learn(command["message"])
+            return data
 
         return tap
 

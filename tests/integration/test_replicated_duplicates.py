@@ -11,72 +11,37 @@ master through a proxy that, once told to, passes nothing from the broker back."
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
-from contextlib import suppress
 from pathlib import Path
 
 import pytest
 
 from brokergroup import GroupBroker, failover_url, master_of, running_group, wait_for
 from dovecote.client import ConnectionFactory, Message
+from tcpproxy import TcpProxy
 from zookeeper import ZooKeeperServer, running_zookeeper, zookeeper_available
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(), reason="no ZooKeeper installed")
 QUEUE = "replicated.once"
 
 
-class AnswerHolder:
+class AnswerHolder(TcpProxy):
     """A loopback proxy to one broker port. Once ``hold`` is set, what the broker sends is
     dropped (the client's commands still pass); while ``admit`` is clear, what the client
-    sends waits. A connection whose broker cannot be reached is closed at once, as a dead
-    broker's would be."""
+    sends waits."""
 
     def __init__(self, upstream: int) -> None:
-        self.upstream = upstream
         self.hold = threading.Event()
         self.admit = threading.Event()
         self.admit.set()
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self._sockets: list[socket.socket] = [self.server]
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(upstream, lambda: self._pass)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            try:
-                broker = socket.create_connection(("127.0.0.1", self.upstream))
-            except OSError:
-                client.close()
-                continue
-            self._sockets += [client, broker]
-            for source, sink, answers in ((client, broker, False), (broker, client, True)):
-                threading.Thread(target=self._pipe, args=(source, sink, answers),
-                                 daemon=True).start()  # fmt: skip
-
-    def _pipe(self, source: socket.socket, sink: socket.socket, answers: bool) -> None:
-        try:
-            while data := source.recv(65536):
-                if not answers:
-                    self.admit.wait()
-                if not (answers and self.hold.is_set()):
-                    sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                with suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        for sock in self._sockets:
-            with suppress(OSError):
-                sock.close()
+    def _pass(self, from_client: bool, data: bytes) -> bytes | None:
+        if from_client:
+            self.admit.wait()
+            return data
+        return None if self.hold.is_set() else data
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,8 @@ SIGTERM (then SIGKILL). ``make test`` installs the package."""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import shutil
 import signal
 import socket
@@ -49,6 +51,21 @@ def classpath() -> str:
     if not jars:
         raise RuntimeError("Debian's activemq package is not installed (make test installs it)")
     return ":".join(jars)
+
+
+JAVA_SOURCES = Path(__file__).parent / "java"
+
+
+@functools.cache
+def java_classes() -> Path:
+    """Every program in tests/java/, compiled by one javac for the whole run (a javac start
+    costs seconds) into a directory removed at exit; ``java -cp {classpath()}:{this}``."""
+    out = Path(tempfile.mkdtemp(prefix="dovecote-java-"))
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
+    sources = sorted(str(p) for p in JAVA_SOURCES.glob("*.java"))
+    subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", classpath(), *sources],
+                   check=True, capture_output=True)  # fmt: skip
+    return out
 
 
 def accepts(port: int) -> bool:

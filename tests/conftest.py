@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from activemq import running_activemq
 from brokers import BrokerProcess, running_broker
-from differ import Peers
+from differ import FLAG_POLICY, FLAG_POLICY_XML, Peers
 from stompclient import Client
 
 # Destination policies the conformance suite relies on: individual DLQs for "indiv.>" queues,
@@ -94,10 +94,12 @@ def log_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 # ``prioritizedMessages``, dovecote's only ordering: a difference of defaults on purpose,
 # compatibility C8; the statistics plugin); dovecote as the ActiveMQ beside it: the pending limit on
 # topics that ActiveMQ's distribution sets (a subscriber's own limit needs one), and the
-# scheduler on in both (compatibility D5).
-PEER_CONFIG = """
+# scheduler on in both (compatibility D5). Both also flag advisories on flag.> and flagd.>
+# (FLAG_POLICY: one pair of brokers fewer to start).
+PEER_CONFIG = f"""
 [broker]
 scheduler_support = true
+{FLAG_POLICY}
 
 [[policy.entries]]
 pattern = ">"
@@ -109,7 +111,9 @@ pending_message_limit = 1000
 @pytest.fixture(scope="session")
 def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
     with (
-        running_activemq(scheduler_support=True, topic_pending_limit=1000) as amq,
+        running_activemq(
+            scheduler_support=True, topic_pending_limit=1000, policy_entries=FLAG_POLICY_XML
+        ) as amq,
         running_broker(PEER_CONFIG, workdir=tmp_path_factory.mktemp("peers")) as ours,
     ):
         yield Peers((ours.openwire_port, ours.stomp_port), (amq.openwire_port, amq.stomp_port))

@@ -38,16 +38,51 @@ class Peers:
     activemq: tuple[int, int]
 
 
-def java_outcomes(source: Path, classes: Path, peers: Peers) -> dict[str, dict[str, str]]:
-    """Compile the Java program ``source`` (tests/java/) into ``classes`` and run it against
+# ActiveMQ's policy-flagged advisories (tests/differential/test_advisory_flags.py) on the
+# session's peers, on destinations of their own (flag.>, flagd.>): dovecote's entries come
+# before any other (its first matching entry wins; ActiveMQ's most specific one).
+FLAG_POLICY = """
+[[policy.entries]]
+pattern = "flag.>"
+queues = true
+memory_limit = 4096
+pending_queue_cursor = "vm"
+advisory_for_delivery = true
+advisory_for_consumed = true
+advisory_when_full = true
+advisory_for_fast_producers = true
+
+[[policy.entries]]
+pattern = "flag.>"
+queues = false
+advisory_for_delivery = true
+advisory_for_slow_consumers = true
+
+[[policy.entries]]
+pattern = "flagd.>"
+queues = false
+pending_message_limit = 2
+advisory_for_discarding_messages = true
+"""
+FLAG_POLICY_XML = (
+    '<policyEntry queue="flag.>" memoryLimit="4kb" producerFlowControl="true"'
+    ' advisoryForDelivery="true" advisoryForConsumed="true" advisoryWhenFull="true"'
+    ' advisoryForFastProducers="true"><pendingQueuePolicy><vmQueueCursor/>'
+    "</pendingQueuePolicy></policyEntry>"
+    '<policyEntry topic="flag.>" advisoryForDelivery="true" advisoryForSlowConsumers="true"/>'
+    '<policyEntry topic="flagd.>" advisoryForDiscardingMessages="true">'
+    '<pendingMessageLimitStrategy><constantPendingMessageLimitStrategy limit="2"/>'
+    "</pendingMessageLimitStrategy></policyEntry>"
+)
+
+
+def java_outcomes(source: Path, peers: Peers) -> dict[str, dict[str, str]]:
+    """Run the Java program ``source`` (tests/java/, compiled once for the run) against
     each broker (its OpenWire port and a fresh destination prefix as arguments): the
     ``scenario: outcome`` lines it printed, by broker."""
-    from activemq import classpath  # the Debian ActiveMQ jars the program runs on
+    from activemq import classpath, java_classes  # the Debian ActiveMQ jars it runs on
 
-    subprocess.run(
-        ["javac", "-nowarn", "-d", str(classes), "-cp", classpath(), str(source)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    classes = java_classes()
     found: dict[str, dict[str, str]] = {}
     for broker, (port, _) in (("activemq", peers.activemq), ("dovecote", peers.dovecote)):
         result = subprocess.run(

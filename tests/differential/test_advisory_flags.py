@@ -7,53 +7,17 @@ queue outside the flagged pattern is told of by neither broker)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from activemq import running_activemq
-from brokers import running_broker
-from differ import Peers, java_outcomes
+from differ import FLAG_POLICY, Peers, java_outcomes
 from dovecote.app import make_plugins
 from dovecote.broker.flag_advisories import FlagAdvisories
 from dovecote.config import Config, load_config
 
 SOURCE = Path(__file__).parent.parent / "java" / "FlagAdvisories.java"
 
-DOVECOTE_POLICY = """
-[[policy.entries]]
-pattern = "flag.>"
-queues = true
-memory_limit = 4096
-pending_queue_cursor = "vm"
-advisory_for_delivery = true
-advisory_for_consumed = true
-advisory_when_full = true
-advisory_for_fast_producers = true
-
-[[policy.entries]]
-pattern = "flag.>"
-queues = false
-advisory_for_delivery = true
-advisory_for_slow_consumers = true
-
-[[policy.entries]]
-pattern = "flagd.>"
-queues = false
-pending_message_limit = 2
-advisory_for_discarding_messages = true
-"""
-ACTIVEMQ_POLICY = (
-    '<policyEntry queue="flag.>" memoryLimit="4kb" producerFlowControl="true"'
-    ' advisoryForDelivery="true" advisoryForConsumed="true" advisoryWhenFull="true"'
-    ' advisoryForFastProducers="true"><pendingQueuePolicy><vmQueueCursor/>'
-    "</pendingQueuePolicy></policyEntry>"
-    '<policyEntry topic="flag.>" advisoryForDelivery="true" advisoryForSlowConsumers="true"/>'
-    '<policyEntry topic="flagd.>" advisoryForDiscardingMessages="true">'
-    '<pendingMessageLimitStrategy><constantPendingMessageLimitStrategy limit="2"/>'
-    "</pendingMessageLimitStrategy></policyEntry>"
-)
 ORIGIN = "originBrokerId, originBrokerName, originBrokerURL"
 COPY = "ActiveMQTextMessage({dest} run={run} sameId=true body=null) type=Advisory persistent=false"
 
@@ -109,17 +73,9 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, str]]]:
-    workdir = tmp_path_factory.mktemp("flag-advisories")
-    with (
-        running_activemq(policy_entries=ACTIVEMQ_POLICY) as amq,
-        running_broker(DOVECOTE_POLICY, workdir) as ours,
-    ):
-        peers = Peers(
-            dovecote=(ours.openwire_port, ours.stomp_port),
-            activemq=(amq.openwire_port, amq.stomp_port),
-        )
-        yield java_outcomes(SOURCE, workdir / "classes", peers)
+def observed(peers: Peers) -> dict[str, dict[str, str]]:
+    # The session's peers carry the flagged policies (FLAG_POLICY, FLAG_POLICY_XML).
+    return java_outcomes(SOURCE, peers)
 
 
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))
@@ -134,6 +90,6 @@ def test_the_java_client_gets_the_same_flagged_advisories(
 def test_the_flags_are_off_by_default(tmp_path: Path) -> None:
     """No flag, no plugin (no message pays for these advisories); any one flag installs it."""
     assert not any(isinstance(p, FlagAdvisories) for p in make_plugins(Config()))
-    (tmp_path / "flagged.toml").write_text(DOVECOTE_POLICY)
+    (tmp_path / "flagged.toml").write_text(FLAG_POLICY)
     flagged = load_config(tmp_path / "flagged.toml")
     assert any(isinstance(p, FlagAdvisories) for p in make_plugins(flagged))

@@ -24,8 +24,8 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def observed(peers: Peers, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
-    return java_outcomes(SOURCE, tmp_path_factory.mktemp("observed"), peers)
+def observed(peers: Peers) -> dict[str, dict[str, str]]:
+    return java_outcomes(SOURCE, peers)
 
 
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import stomp
 
-from activemq import classpath, running_activemq
+from activemq import classpath, java_classes, running_activemq
 from brokers import running_broker
 from differ import Peers
 from dovecote.client import ConnectionFactory
@@ -28,7 +28,6 @@ from rawopenwire import client_wfi, ids
 from securitykit import activemq_plugins, dovecote_toml
 from stompclient import Collector
 
-SOURCE = Path(__file__).parent.parent / "java" / "SecurityRights.java"
 CREDENTIALS = ("admin:adminpw", "writer:writerpw", "reader:readerpw", "blind:blindpw", "-",
                "admin:wrong", "nobody:nobodypw")  # fmt: skip
 WAIT_S = 10.0
@@ -84,15 +83,8 @@ def java_rights(classes: Path) -> Callable[[int, int, str], dict[str, str]]:
     return scenario
 
 
-def test_the_java_client_meets_the_same_rights(
-    secure_peers: Peers, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    classes = tmp_path_factory.mktemp("security-java")
-    subprocess.run(
-        ["javac", "-nowarn", "-d", str(classes), "-cp", classpath(), str(SOURCE)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    seen = both(secure_peers, java_rights(classes))
+def test_the_java_client_meets_the_same_rights(secure_peers: Peers) -> None:
+    seen = both(secure_peers, java_rights(java_classes()))
     refused = "JMSSecurityException: User {} is not authorized to {}"
     # What ActiveMQ showed, so that agreeing on nothing cannot pass.
     assert seen["admin.connect"] == "ok"

@@ -7,15 +7,12 @@ refusal by dovecote is an OptionError naming the option."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from activemq import classpath, running_activemq
+from activemq import classpath, java_classes
+from differ import Peers
 from dovecote.client import ConnectionFactory, OptionError
-
-SOURCE = Path(__file__).parent.parent / "java" / "UrlOptions.java"
 
 # (URL with {H} for host:port, the option dovecote must name when refusing it, or None)
 TABLE: list[tuple[str, str | None]] = [
@@ -108,19 +105,17 @@ TABLE: list[tuple[str, str | None]] = [
 
 
 @pytest.fixture(scope="module")
-def activemq() -> Iterator[int]:
-    with running_activemq() as amq:
-        yield amq.openwire_port
+def activemq(peers: Peers) -> int:
+    """The session's ActiveMQ: the Java client only connects to it and closes."""
+    return peers.activemq[0]
 
 
 @pytest.fixture(scope="module")
-def java_verdicts(activemq: int, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    out = tmp_path_factory.mktemp("java")
-    subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", classpath(), str(SOURCE)],
-                   check=True, capture_output=True)  # fmt: skip
+def java_verdicts(activemq: int) -> dict[str, str]:
     urls = [url.replace("{H}", f"127.0.0.1:{activemq}") for url, _ in TABLE]
     result = subprocess.run(
-        ["java", "-cp", f"{classpath()}:{out}", "UrlOptions"], input="\n".join(urls) + "\n",
+        ["java", "-cp", f"{classpath()}:{java_classes()}", "UrlOptions"],
+        input="\n".join(urls) + "\n",
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     verdicts = {}

@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from activemq import classpath, running_activemq
+from activemq import classpath, java_classes, running_activemq
 from dovecote.client import ConnectionFactory, OptionError
 from dovecote.client.tls import SslConnectionFactory
-
-JAVA = Path(__file__).parent.parent / "java" / "UrlOptions.java"
 
 
 @dataclass(frozen=True)
@@ -127,15 +125,13 @@ SSL_TABLE: list[tuple[str, bool]] = [
 
 
 def test_ssl_urls_accepted_and_refused_as_by_the_java_client(
-    tls_broker: TlsBroker, tmp_path: Path
+    tls_broker: TlsBroker,
 ) -> None:
-    subprocess.run(["javac", "-nowarn", "-d", str(tmp_path), "-cp", classpath(), str(JAVA)],
-                   check=True, capture_output=True)  # fmt: skip
     urls = [url.replace("{P}", str(tls_broker.ssl_port)) for url, _ in SSL_TABLE]
     result = subprocess.run(
         ["java", f"-Djavax.net.ssl.trustStore={tls_broker.java_trust_store}",
          "-Djavax.net.ssl.trustStorePassword=secret", "-Djavax.net.ssl.trustStoreType=pkcs12",
-         "-cp", f"{classpath()}:{tmp_path}", "UrlOptions"],
+         "-cp", f"{classpath()}:{java_classes()}", "UrlOptions"],
         input="\n".join(urls) + "\n", capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     java = {line.split("\t")[1]: line.split("\t")[0] for line in result.stdout.splitlines()}

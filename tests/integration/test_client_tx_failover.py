@@ -182,17 +182,12 @@ def test_a_commit_racing_the_replay_rolls_back_and_loses_nothing(tmp_path: Path)
     assert sorted(consumed) == sorted(f"m{i}" for i in range(TOTAL) for _ in range(rounds))
 
 
-JAVA_PROGRAM = Path(__file__).parents[1] / "java" / "TxFailover.java"
-
-
 def test_the_java_client_does_the_same_against_dovecote(tmp_path: Path) -> None:
     """ActiveMQ's own client (tests/java/TxFailover.java) in the first test's scenario: its
     commit after the restart is rolled back, the messages come again, none twice."""
-    from activemq import classpath  # Debian's ActiveMQ jars
+    from activemq import classpath, java_classes  # Debian's ActiveMQ jars
 
-    classes = tmp_path / "classes"
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath(),
-                    str(JAVA_PROGRAM)], check=True, capture_output=True)  # fmt: skip
+    classes = java_classes()
     port = free_port()
     store = tmp_path / "store"
     store.mkdir()

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from activemq import HOME, classpath
+from activemq import HOME, classpath, java_classes
 from brokers import BrokerProcess, running_broker
 from dovecote.protocol.openwire import Marshaller, broker_wire_format
 from stompclient import Client
-
-JAVA = Path(__file__).parent.parent / "java" / "Interop.java"
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +28,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 @pytest.fixture(scope="module")
-def interop(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("java")
-    subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", classpath(), str(JAVA)],
-                   check=True, capture_output=True)  # fmt: skip
-    return out
+def interop() -> Path:
+    return java_classes()
 
 
 def java(classes: Path, *args: str) -> str:

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from activemq import classpath, running_activemq
+from activemq import classpath, java_classes, running_activemq
 from brokers import running_broker
 
-SOURCE = Path(__file__).parent.parent / "java" / "Conformance.java"
 SCENARIOS = [
     "text_message", "bytes_message", "map_message", "stream_message", "object_message",
     "sync_and_async_send", "listener", "listener_and_receive_mixed", "auto_ack_each_of_many",
@@ -29,13 +28,8 @@ SCENARIOS = [
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("java")
-    subprocess.run(
-        ["javac", "-nowarn", "-d", str(out), "-cp", classpath(), str(SOURCE)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return out
+def compiled() -> Path:
+    return java_classes()
 
 
 def run_suite(classes: Path, port: int) -> dict[str, str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from activemq import classpath
+from activemq import classpath, java_classes
 from brokers import BrokerProcess, running_broker
 from dovecote.client import (
     AckMode,
@@ -23,8 +23,6 @@ from dovecote.client import (
     Message,
 )
 
-JAVA = Path(__file__).parent.parent / "java" / "PyClientPeer.java"
-
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
@@ -33,11 +31,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 @pytest.fixture(scope="module")
-def peer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("java")
-    subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", classpath(), str(JAVA)],
-                   check=True, capture_output=True)  # fmt: skip
-    return out
+def peer() -> Path:
+    return java_classes()
 
 
 def java(classes: Path, *args: str) -> list[str]:

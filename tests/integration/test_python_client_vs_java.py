@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from activemq import classpath
+from activemq import classpath, java_classes
 from brokers import BrokerProcess, running_broker
 from dovecote.client import (
     AckMode,
@@ -34,7 +34,6 @@ from dovecote.protocol.openwire import schema as t
 from dovecote.protocol.openwire.primitives import decode_map, decode_text_body
 from tcpproxy import TcpProxy
 
-JAVA = Path(__file__).parent.parent / "java" / "WireScenarios.java"
 ID_KINDS = {t.CONNECTION_ID: "connection", t.SESSION_ID: "session", t.CONSUMER_ID: "consumer",
             t.PRODUCER_ID: "producer"}  # fmt: skip
 SENDS = (t.TEXT_MESSAGE, t.BYTES_MESSAGE, t.MAP_MESSAGE)
@@ -140,11 +139,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 @pytest.fixture(scope="module")
-def scenarios(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("java")
-    subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", classpath(), str(JAVA)],
-                   check=True, capture_output=True)  # fmt: skip
-    return out
+def scenarios() -> Path:
+    return java_classes()
 
 
 @contextmanager

@@ -121,7 +121,6 @@ def consume(url: str, ledger: Ledger, stop: threading.Event) -> None:
         connection.close()
 
 
-JAVA_PROGRAM = Path(__file__).parents[1] / "java" / "FailoverLoad.java"
 JAVA_COUNT = 1000
 
 
@@ -130,11 +129,10 @@ class JavaLoad:
     a producer and an auto-acknowledging consumer; its lines say what was answered and what
     was received."""
 
-    def __init__(self, classes: Path, url: str) -> None:
-        from activemq import classpath  # Debian's ActiveMQ jars
+    def __init__(self, url: str) -> None:
+        from activemq import classpath, java_classes  # Debian's ActiveMQ jars
 
-        subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath(),
-                        str(JAVA_PROGRAM)], check=True, capture_output=True)  # fmt: skip
+        classes = java_classes()
         self.process = subprocess.Popen(
             ["java", "-cp", f"{classpath()}:{classes}", "FailoverLoad", url, "replicated.java",
              str(JAVA_COUNT), "20"],
@@ -193,7 +191,7 @@ def test_kill_9_of_the_master_under_load_loses_nothing_and_the_old_master_rejoin
         consumer = threading.Thread(target=consume, args=(url, ledger, stop_consuming), daemon=True)
         for thread in [*producers, consumer]:
             thread.start()
-        java = JavaLoad(tmp_path / "classes", url) if shutil.which("javac") else None
+        java = JavaLoad(url) if shutil.which("javac") else None
         try:
             try:
                 wait_for(lambda: len(ledger.received) >= 150, 30, "150 received before the kill")

@@ -12,11 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from activemq import classpath, running_activemq
+from activemq import classpath, java_classes, running_activemq
 from brokers import BrokerProcess, running_broker
 from tlscerts import PASSWORD, Pki, make_test_pki, tls_config
-
-JAVA = Path(__file__).parent.parent / "java"
 
 SSL = """
 [ssl]
@@ -31,12 +29,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 @pytest.fixture(scope="module")
-def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("classes")
-    subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", classpath(),
-                    str(JAVA / "TlsJms.java"), str(JAVA / "UrlOptions.java")],
-                   check=True, capture_output=True)  # fmt: skip
-    return out
+def classes() -> Path:
+    return java_classes()
 
 
 @pytest.fixture(scope="module")

@@ -189,7 +189,9 @@ HASH_KEPT: list[tuple[Callable[[], object], dict[str, object]]] = [
 ]
 
 
-@pytest.mark.parametrize(("make", "change"), HASH_KEPT, ids=lambda v: repr(v)[:40])
+@pytest.mark.parametrize(
+    ("make", "change"), HASH_KEPT, ids=lambda v: repr(v() if callable(v) else v)[:40]
+)
 def test_keys_that_keep_their_hash_hash_as_their_values(
     make: Callable[[], object], change: dict[str, object]
 ) -> None:

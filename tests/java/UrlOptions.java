@@ -13,6 +13,8 @@
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -23,7 +25,7 @@ import javax.jms.Session;
 import org.apache.activemq.ActiveMQConnectionFactory;
 
 public class UrlOptions {
-    static final long DEADLINE_MS = 4000;
+    static final long DEADLINE_MS = 6000;
 
     public static void main(String[] args) throws Exception {
         ExecutorService pool = Executors.newCachedThreadPool(r -> {
@@ -31,20 +33,31 @@ public class UrlOptions {
             t.setDaemon(true);  // a failover connection still retrying must not keep us alive
             return t;
         });
+        // Every URL is tried at once, each on a connection of its own, so that the URLs that
+        // never connect wait out one deadline together rather than one each.
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+        List<String> urls = new ArrayList<>();
+        List<Future<Connection>> attempts = new ArrayList<>();
         String url;
         while ((url = in.readLine()) != null) {
             if (url.isEmpty()) continue;
             final String u = url;
-            Future<Connection> attempt = pool.submit(() -> {
+            urls.add(u);
+            attempts.add(pool.submit(() -> {
                 Connection c = new ActiveMQConnectionFactory(u).createConnection();
                 c.start();
                 c.createSession(false, Session.AUTO_ACKNOWLEDGE).close();
                 return c;
-            });
+            }));
+        }
+        long deadline = System.currentTimeMillis() + DEADLINE_MS;
+        for (int i = 0; i < urls.size(); i++) {
+            String u = urls.get(i);
+            Future<Connection> attempt = attempts.get(i);
             String verdict;
             try {
-                Connection c = attempt.get(DEADLINE_MS, TimeUnit.MILLISECONDS);
+                long left = Math.max(0, deadline - System.currentTimeMillis());
+                Connection c = attempt.get(left, TimeUnit.MILLISECONDS);
                 pool.submit(() -> { c.close(); return null; });
                 verdict = "ACCEPTED\t" + u;
             } catch (TimeoutException e) {

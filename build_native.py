@@ -51,7 +51,7 @@ MODULES = [
     "dovecote/protocol/stomp/headers.py",
     "dovecote/protocol/stomp/message_frames.py",
     "dovecote/protocol/stomp/names.py",
-    "dovecote/transport/auto.py",
+    "dovecote/transport/servers.py",
     "dovecote/transport/listener.py",
     "dovecote/transport/openwire.py",
     "dovecote/transport/stomp.py",

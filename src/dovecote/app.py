@@ -38,9 +38,14 @@ from dovecote.store.api import PersistenceAdapter
 from dovecote.store.journal import JournalPersistenceAdapter
 from dovecote.store.memory import MemoryPersistenceAdapter
 from dovecote.store.schedules import JobLog, JobStore, MemoryJobStore
-from dovecote.transport.auto import AutoListenerSettings, AutoServer
-from dovecote.transport.openwire import OpenWireListenerSettings, OpenWireServer
-from dovecote.transport.stomp import StompListenerSettings, StompServer
+from dovecote.transport.servers import (
+    AutoListenerSettings,
+    AutoServer,
+    OpenWireListenerSettings,
+    OpenWireServer,
+    StompListenerSettings,
+    StompServer,
+)
 from dovecote.transport.tls import TlsFiles, server_context
 from dovecote.web.access import ConsoleAccess, ConsoleUsers
 from dovecote.web.console import Console

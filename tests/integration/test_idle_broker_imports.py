@@ -6,8 +6,10 @@ the modules below is imported. Each is a sizeable share of an idle broker's memo
 at the console's first request, SQLAlchemy for the SQL stores, plyvel and kazoo for
 LevelDB and replication, the client and the Spark source for their own users; the command
 line is argparse (typer would bring pydantic and rich); logging with a [logging] table
-beyond plain lines on stderr. Measured: logging.config and shutil with what they bring were
-1.0 MiB of an idle broker's 34.9 MiB (pure Python)."""
+beyond plain lines on stderr; each protocol's connection code at its listener's first
+connection. Measured: logging.config and shutil with what they bring were 1.0 MiB of an
+idle broker's 34.9 MiB (pure Python); what the protocols, the bridge and the idna codec
+take is in bench/bounds.py (IDLE)."""
 
 from __future__ import annotations
 
@@ -34,6 +36,15 @@ NOT_AT_IDLE = [
     "logging.config", "logging.handlers", "socketserver", "pickle", "shutil", "bz2", "lzma",
     # password hashing loads with the first login (or console request), not before
     "hashlib", "hmac", "secrets", "random",
+    # each protocol's connection, codec and frame readers load with its listener's first
+    # connection (transport/servers.py); a network bridge with the first bridge
+    "dovecote.transport.stomp", "dovecote.protocol.stomp", "dovecote.protocol.stomp.converter",
+    "dovecote.transport.openwire", "dovecote.protocol.openwire.converter",
+    "dovecote.protocol.openwire.send_frames", "dovecote.protocol.openwire.dispatch_frames",
+    "dovecote.network.bridge", "dovecote.network.forwarding", "dovecote.network.duplex",
+    # the listeners bind their own sockets to an address: the loop would resolve it with
+    # the idna codec (unicodedata, stringprep) and a thread pool
+    "encodings.idna", "unicodedata", "stringprep",
 ]  # fmt: skip
 
 SCRIPT = textwrap.dedent(

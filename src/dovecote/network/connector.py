@@ -13,20 +13,20 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
-from typing import ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from dovecote.broker.connection import ConnectionState
 from dovecote.broker.plugins import BrokerPlugin, PluginHost
 from dovecote.core.destinations import Destination
 from dovecote.core.errors import DovecoteError
 from dovecote.network.audit import SendAudit, journal_name
-from dovecote.network.bridge import Bridge
-from dovecote.network.properties import accepted_settings
 from dovecote.network.records import BridgeCounts, LocalBroker
 from dovecote.network.settings import NetworkConnectorSettings, RemoteAddress
-from dovecote.network.sync import subscription_info, sync_asked
 from dovecote.network.wire import Channel, RemoteConnection, RemoteError
 from dovecote.protocol.openwire import Structure
+
+if TYPE_CHECKING:  # the bridge, with what only bridges use, loads with the first one
+    from dovecote.network.bridge import Bridge
 
 log = logging.getLogger("dovecote.network")
 
@@ -82,6 +82,9 @@ class NetworkConnectors(BrokerPlugin):
     ) -> Channel:
         """A remote duplex connector's connection to our listener: bridge back over it (the
         transport hands the channel what the remote answers, and fails it when it closes)."""
+        from dovecote.network.bridge import Bridge
+        from dovecote.network.properties import accepted_settings
+
         holder: list[Bridge] = []
 
         def on_command(structure: Structure) -> None:
@@ -132,6 +135,8 @@ class NetworkConnectors(BrokerPlugin):
     def durable_subscriptions_asked(self, broker_info: Structure) -> Structure | None:
         """The answer to a bridge's BrokerInfo that asks for this broker's durable
         subscriptions (syncDurableSubs, network/sync.py), or None."""
+        from dovecote.network.sync import subscription_info, sync_asked
+
         included = sync_asked(broker_info)
         if included is None:
             return None
@@ -213,6 +218,8 @@ class NetworkConnectors(BrokerPlugin):
         self, settings: NetworkConnectorSettings, address: RemoteAddress, counts: BridgeCounts
     ) -> str:
         """Connect, bridge until it fails; why it ended."""
+        from dovecote.network.bridge import Bridge
+
         holder: list[Bridge] = []
 
         def on_command(structure: Structure) -> None:

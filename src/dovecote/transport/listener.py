@@ -81,21 +81,26 @@ class Listener:
         return int(sockets[0].getsockname()[1])
 
     async def start(self) -> None:
+        loop = asyncio.get_running_loop()
         if self.tls is not None:
             family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-            sock = socket.create_server(
-                (self.host, self.requested_port), family=family, backlog=BACKLOG
-            )
-            sock.setblocking(False)
+            sock = bound_socket(family, self.host, self.requested_port)
             self._socket = sock
-            self._accepting = asyncio.get_running_loop().create_task(self._accept_tls(sock))
+            self._accepting = loop.create_task(self._accept_tls(sock))
         else:
             # Any: a Stream is a protocol by its methods, not by inheriting asyncio's
             # Protocol (a compiled class cannot).
             factory = cast(Any, self._new_stream)
-            self._server = await asyncio.get_running_loop().create_server(
-                factory, self.host, self.requested_port, backlog=BACKLOG
-            )
+            address = address_family(self.host)
+            if address is None:  # a name: the loop binds every address it resolves to
+                self._server = await loop.create_server(
+                    factory, self.host, self.requested_port, backlog=BACKLOG
+                )
+            else:
+                # An address (the usual case) is bound here: the loop would encode it with
+                # the idna codec and resolve it in its thread pool, both kept for good.
+                sock = bound_socket(address, self.host, self.requested_port)
+                self._server = await loop.create_server(factory, sock=sock, backlog=BACKLOG)
         log.info("%s listening on %s:%d", self.name, self.host, self.port)
 
     async def stop(self) -> None:
@@ -237,6 +242,43 @@ class TlsHandshake:
         self.peer = peer
         self.started = False
         """Whether its task has begun (and handed the socket to the loop)."""
+
+
+def address_family(host: str) -> int | None:
+    """AF_INET or AF_INET6 for an IP address, None for a host name (or "": every one)."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except (OSError, ValueError):
+            continue
+        return int(family)
+    return None
+
+
+def bound_socket(family: int, host: str, port: int) -> socket.socket:
+    """A listening, non-blocking socket on ``host``:``port``, bound as the loop's
+    ``create_server`` binds one (SO_REUSEADDR; an IPv6 one for IPv6 only), failing with the
+    loop's words ("error while attempting to bind on address ...")."""
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        address: tuple[str, int] | tuple[str, int, int, int] = (host, port)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            address = (host, port, 0, 0)  # as the loop's resolver gives it (and says it)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            reason = (exc.strerror or str(exc)).lower()
+            raise OSError(
+                exc.errno, f"error while attempting to bind on address {address!r}: {reason}"
+            ) from None
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def _address_text(address: Any) -> str:

@@ -21,9 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import ssl
 import time
-from dataclasses import dataclass
 from typing import Final
 
 from dovecote.broker.broker import Broker
@@ -64,44 +62,16 @@ from dovecote.transport.listener import (
     MAX_BATCHED_SENDS,
     READ_CHUNK,
     BatchedWriter,
-    Listener,
     SendBatch,
 )
 from dovecote.transport.peerlog import PEER_LOG, ConnectionBudget, peer_address
+from dovecote.transport.servers import OpenWireListenerSettings
 from dovecote.transport.stream import Stream
 
 log = logging.getLogger("dovecote.openwire")
 _EARLY: Final = (SendMessage, ConsumerInfo)
 """Commands answered as soon as the broker has taken them: a send once stored, before its
 dispatch; a consumer once attached, before its first dispatch (as ActiveMQ answers)."""
-
-
-@dataclass(frozen=True, slots=True)
-class OpenWireListenerSettings:
-    host: str = "127.0.0.1"
-    port: int = 61616
-    max_frame_size: int = 100 * 1024 * 1024
-    max_inactivity_ms: int = 30_000
-    max_inactivity_initial_delay_ms: int = 10_000
-    max_connections: int = 1000
-    connect_attempt_timeout_ms: int = 30_000
-
-
-class OpenWireServer(Listener):
-    name = "OpenWire"
-
-    def __init__(
-        self, broker: Broker, settings: OpenWireListenerSettings, tls: ssl.SSLContext | None = None
-    ) -> None:
-        super().__init__(
-            settings.host, settings.port, settings.max_connections, tls,
-            settings.connect_attempt_timeout_ms,
-        )  # fmt: skip
-        self.broker = broker
-        self.settings = settings
-
-    async def serve(self, stream: Stream) -> None:
-        await OpenWireConnection(self.broker, self.settings, stream).run()
 
 
 class OpenWireConnection:

@@ -20,10 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import ssl
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Final
 
 from dovecote.broker.broker import Broker
@@ -32,8 +30,9 @@ from dovecote.core.commands import ConsumerInfo, MessageDispatch, SendMessage
 from dovecote.core.errors import DovecoteError, ProtocolError, peer_error
 from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, encode_frame
 from dovecote.protocol.stomp.converter import StompConverter, StompRequest
-from dovecote.transport.listener import READ_CHUNK, BatchedWriter, Listener, SendBatch
+from dovecote.transport.listener import READ_CHUNK, BatchedWriter, SendBatch
 from dovecote.transport.peerlog import PEER_LOG, ConnectionBudget, peer_address
+from dovecote.transport.servers import StompListenerSettings
 from dovecote.transport.stream import Stream
 
 REFUSABLE_COMMANDS = frozenset(
@@ -55,37 +54,9 @@ batches (the earlier bound) held too few large messages and the disk's syncs cam
 often (docs/performance.md)."""
 
 
-@dataclass(frozen=True, slots=True)
-class StompListenerSettings:
-    host: str = "127.0.0.1"
-    port: int = 61613
-    max_frame_size: int = 10 * 1024 * 1024
-    max_header_size: int = 64 * 1024
-    max_headers: int = 1000
-    heartbeat_ms: tuple[int, int] = (10_000, 10_000)
-    heartbeat_grace: float = 1.5
-    max_connections: int = 1000
-    connect_attempt_timeout_ms: int = 30_000
-
-
-class StompServer(Listener):
-    name = "STOMP"
-
-    def __init__(
-        self, broker: Broker, settings: StompListenerSettings, tls: ssl.SSLContext | None = None
-    ) -> None:
-        super().__init__(
-            settings.host, settings.port, settings.max_connections, tls,
-            settings.connect_attempt_timeout_ms,
-        )  # fmt: skip
-        self.broker = broker
-        self.settings = settings
-
-    async def serve(self, stream: Stream) -> None:
-        await StompConnection(self.broker, self.settings, stream).run()
-
-    def refuse(self, stream: Stream) -> None:
-        stream.write(encode_frame(Frame("ERROR", (("message", "too many connections"),)), "1.0"))
+def refusal() -> bytes:
+    """What a STOMP client beyond the listener's limit is told before it is closed."""
+    return encode_frame(Frame("ERROR", (("message", "too many connections"),)), "1.0")
 
 
 class StompConnection:

@@ -13,7 +13,6 @@ take is in bench/bounds.py (IDLE)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -45,20 +44,22 @@ NOT_AT_IDLE = [
     # the listeners bind their own sockets to an address: the loop would resolve it with
     # the idna codec (unicodedata, stringprep) and a thread pool
     "encodings.idna", "unicodedata", "stringprep",
+    # JSON log lines and the console's refusals import json when they write one
+    "json",
 ]  # fmt: skip
 
 SCRIPT = textwrap.dedent(
     """
-    import json, sys
+    import sys
     import dovecote.cli as cli
 
-    NOT_AT_IDLE = json.loads(sys.argv[1])
+    NOT_AT_IDLE = sys.argv[1].split(",")  # (not json: it is in the list)
     tune = cli.tune_collector
 
     def started():
         tune()
         loaded = [m for m in NOT_AT_IDLE if m in sys.modules]
-        print("loaded: " + json.dumps(loaded), flush=True)
+        print("loaded: " + ",".join(loaded), flush=True)
 
     cli.tune_collector = started
     cli.main(["broker", "--stomp-port", "0", "--openwire-port", "0", "--console-port", "0",
@@ -74,7 +75,7 @@ def test_an_idle_broker_has_not_imported_what_only_some_brokers_need(tmp_path: P
         '[store]\nkind = "journal"\nenable_journal_disk_syncs = true\n'
     )
     proc = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, json.dumps(NOT_AT_IDLE), str(config)],
+        [sys.executable, "-c", SCRIPT, ",".join(NOT_AT_IDLE), str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -85,7 +86,7 @@ def test_an_idle_broker_has_not_imported_what_only_some_brokers_need(tmp_path: P
         for line in proc.stdout:
             lines.append(line)
             if line.startswith("loaded: "):
-                assert json.loads(line.removeprefix("loaded: ")) == []
+                assert line.removeprefix("loaded: ").split() == []
                 break
         else:
             raise AssertionError(f"the broker did not start: {lines}")

@@ -20,7 +20,6 @@ Example::
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import sys
 from pathlib import Path
@@ -60,6 +59,8 @@ class JsonLines(logging.Formatter):
     exception with its traceback when the record has one."""
 
     def format(self, record: logging.LogRecord) -> str:
+        import json  # here: plain lines, the default, do without it (idle memory)
+
         line: dict[str, Any] = {
             "time": self.formatTime(record),
             "level": record.levelname,

@@ -25,7 +25,6 @@ import base64
 import binascii
 import dataclasses
 import ipaddress
-import json
 import logging
 import os
 import time
@@ -354,6 +353,8 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 async def _answer(send: Send, refusal: _Refusal) -> None:
+    import json  # with the first refusal: an idle broker does without it
+
     body = json.dumps({"error": refusal.message}).encode()
     headers = [
         (b"content-type", b"application/json"),

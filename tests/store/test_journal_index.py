@@ -141,3 +141,96 @@ def test_each_file_counts_its_live_things_and_their_bytes(tmp_path: Path) -> Non
             assert index.live_counts() == {1: (2, big.message.size), 2: (1, msg(1).size)}
         finally:
             index.env.close()
+
+
+def test_new_queue_messages_added_together_index_as_added_one_by_one(tmp_path: Path) -> None:
+    """A run of adds above every indexed seq (a transaction's sends) is written to the index
+    in one go; with the highest seq set above them (each add then takes the path that looks
+    for an entry to move), the same records must leave the same index."""
+    topic_add = SequencedAdd(5, replace(msg(5), destination=sub().destination))
+    records: list[list[JournalOp]] = [
+        [SequencedAdd(1, msg(1)), SequencedAdd(2, msg(2, Q2)), SequencedAdd(3, msg(3)),
+         SequencedAdd(4, replace(msg(1), body=b"the same id again", sequence=9)),
+         topic_add, SequencedAdd(6, replace(msg(6), priority=9, expiration=5, sequence=7)),
+         remove(3), SequencedAdd(8, msg(8)), SequencedAdd(7, msg(7, Q2))],
+        [SequencedAdd(9, msg(9)), UpdateRedelivery(Q, msg(9).message_id, 3),
+         SequencedAdd(10, msg(10, Q2))],
+    ]  # fmt: skip
+
+    def applied(path: Path, top: int) -> Index:
+        index = Index(str(path))
+        with index.env.begin(write=True) as txn:
+            index.apply(txn, [AddSubscription(sub())], Location(1, 0))
+            txn.put(b"seq", top.to_bytes(8, "big"), db=index.meta)
+        for i, ops in enumerate(records, start=1):
+            txn = index.begin()
+            index.note_file(txn, i)
+            index.apply(txn, ops, Location(i, 100))
+            index.commit(txn)
+        return index
+
+    together = applied(tmp_path / "together", 0)
+    one_by_one = applied(tmp_path / "each", 1000)
+    try:
+        expected, got = dump(one_by_one), dump(together)
+        assert got["top"] == 10 and expected["top"] == 1000
+        for state in (expected, got):
+            state.pop("top")
+            state["meta"] = [(k, v) for k, v in state["meta"] if k != b"seq"]  # type: ignore[attr-defined]
+        assert got == expected
+        assert together.queue_count(str(Q)) == 5 and together.queue_count(str(Q2)) == 3
+        # The layout itself (the module's docstring): an entry, the id's key, the order.
+        six = replace(msg(6), priority=9, expiration=5, sequence=7)
+        assert dict(together.messages())[6] == [
+            str(Q),
+            six.message_id,
+            1,
+            100,
+            0,
+            -1,
+            9,
+            5,
+            7,
+            six.size,
+        ]
+        with together.env.begin() as txn:
+            assert txn.get(f"{Q}\0{msg(1).message_id}".encode(), db=together.qids) == bytes(
+                [0] * 7 + [4]
+            )  # the later of the two seqs given that id
+        order = [seq for _, seq, _ in together.queue_page(str(Q), (0, 0), 10)]
+        assert order == sorted(order, key=lambda seq: (dict(together.messages())[seq][8], seq))
+        assert sorted(order) == [1, 4, 6, 8, 9]
+    finally:
+        together.env.close()
+        one_by_one.env.close()
+
+
+def test_removing_a_queues_messages_one_by_one_leaves_what_removing_the_queue_does(
+    tmp_path: Path,
+) -> None:
+    """Removals come in runs (a stream commit's), applied a run at a time: they must leave
+    the index as the other way of dropping messages (a destination's removal) does."""
+    topic_add = SequencedAdd(3, replace(msg(3), destination=sub().destination))
+    stored: list[JournalOp] = [
+        AddSubscription(sub()), A1, SequencedAdd(2, msg(2, Q2)), topic_add,
+        SequencedAdd(4, msg(4)), SequencedAdd(5, replace(msg(5), sequence=3)),
+    ]  # fmt: skip
+
+    def emptied(path: Path, ops: list[JournalOp]) -> Index:
+        index = Index(str(path))
+        for i, record in enumerate([stored, ops], start=1):
+            txn = index.begin()
+            index.note_file(txn, i)
+            index.apply(txn, record, Location(i, 0))
+            index.commit(txn)
+        return index
+
+    one_by_one = emptied(tmp_path / "each", [remove(5), remove(9), remove(1), remove(4)])
+    whole = emptied(tmp_path / "whole", [RemoveDestination(Q)])
+    try:
+        assert dump(one_by_one) == dump(whole)
+        assert one_by_one.queue_count(str(Q)) == 0 and one_by_one.queue_count(str(Q2)) == 1
+        assert one_by_one.live_counts() == {1: (3, msg(2, Q2).size + msg(3).size), 2: (0, 0)}
+    finally:
+        one_by_one.env.close()
+        whole.env.close()

@@ -206,13 +206,7 @@ class JournalPersistenceAdapter:
         if self._index is not None:
             with contextlib.suppress(lmdb.Error):
                 self._index.env.close()
-        if self._catch_up_timer is not None:
-            self._catch_up_timer.cancel()
-            self._catch_up_timer = None
-        # Written groups not applied yet are in the journal: the replay applies them.
-        self._unapplied.clear()
-        self._unapplied_ops = 0
-        self._unapplied_head = None
+        self._all_applied()  # (written groups not applied yet: the replay applies them)
         self._index = self._new_index()
         self._replay()
         with self._index.env.begin(write=True) as txn:
@@ -384,9 +378,6 @@ class JournalPersistenceAdapter:
         the writer between groups, and before any read of the index."""
         index = self._index
         assert index is not None
-        if self._catch_up_timer is not None:
-            self._catch_up_timer.cancel()
-            self._catch_up_timer = None
         if self._unapplied_head is None:
             return
         txn = index.begin()
@@ -408,10 +399,17 @@ class JournalPersistenceAdapter:
             index.abort(txn)
             raise
         self._writer.health.repaired(INDEX)
+        self._all_applied()
+        self._index_changed = True
+
+    def _all_applied(self) -> None:
+        """No written group is left for the index to catch up with."""
+        if self._catch_up_timer is not None:
+            self._catch_up_timer.cancel()
+            self._catch_up_timer = None
         self._unapplied.clear()
         self._unapplied_ops = 0
         self._unapplied_head = None
-        self._index_changed = True
 
     @property
     def degraded(self) -> str | None:
@@ -422,6 +420,8 @@ class JournalPersistenceAdapter:
         if self._unapplied_head is not None:
             if not self._index_due():
                 return  # not yet: the timer wakes the writer
+            # Those just woken go first (a commit's enqueue and answer): the index is a view.
+            await asyncio.sleep(0)
             try:
                 self._catch_up()
             except StoreFailedError:

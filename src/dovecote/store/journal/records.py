@@ -281,4 +281,42 @@ def adds_to_store(ops: list[JournalOp]) -> bool:
     return any(isinstance(op, SequencedAdd | AddSubscription) for op in ops)
 
 
+def passing_through(
+    records: Sequence[tuple[object, list[JournalOp]]], indexed_top: int
+) -> list[tuple[SequencedAdd, RemoveMessage]]:
+    """Each new queue message added and then removed within ``records``, as its add and its
+    removal: what ``apply_records`` may leave out. New: its seq is above ``indexed_top`` (a
+    compaction's move re-adds an indexed seq and must be applied). A message whose id is
+    named by anything else in between (an update, a destination removal, another add of the
+    same id) is not one of them, so that applying the rest in order gives the index exactly
+    what applying everything would. (Keyed by id alone: it runs over every operation, and
+    hashing destinations cost more.)"""
+    latest: dict[str, SequencedAdd] = {}
+    mixed: set[str] = set()
+    pairs: list[tuple[SequencedAdd, RemoveMessage]] = []
+    for _, ops in records:
+        for op in ops:
+            if isinstance(op, SequencedAdd):
+                if op.seq > indexed_top and op.message.destination.is_queue:
+                    message_id = op.message.message_id
+                    if message_id in latest or message_id in mixed:
+                        latest.pop(message_id, None)
+                        mixed.add(message_id)
+                    else:
+                        latest[message_id] = op
+            elif isinstance(op, RemoveMessage):
+                add = latest.get(op.message_id)
+                if add is not None and add.message.destination == op.destination:
+                    del latest[op.message_id]
+                    pairs.append((add, op))
+            elif isinstance(op, UpdateRedelivery):
+                if op.message_id in latest:
+                    del latest[op.message_id]
+                    mixed.add(op.message_id)
+            elif isinstance(op, RemoveDestination) and latest:
+                mixed.update(latest)
+                latest.clear()
+    return pairs
+
+
 pickle_by_fields(__name__)

@@ -223,3 +223,38 @@ def test_ids_of_another_shape_are_not_tracked_and_the_oldest_producers_go() -> N
     assert (sequences.last("a"), sequences.last("b"), sequences.last("c")) == (-1, 1, 1)
     assert sequences.seen("b:1") and not sequences.seen("b:3") and sequences.seen("b:2")
     assert not sequences.seen("no-sequence:x")
+
+
+async def test_a_commit_notes_each_producers_highest_sequence_whatever_the_order() -> None:
+    """A commit notes once per producer what noting each send in turn would leave."""
+    store = MemoryPersistenceAdapter()
+    audit = ProducerAudit(store)
+    broker = Broker(BrokerSettings(expire_messages_period_ms=0), store, plugins=[audit])
+    await broker.start()
+    try:
+        client = await Client(broker, "c").open()
+        other = "ID:other-1-1-1:1:1:1"
+        tx = TransactionId(client.connection, "1")
+        await broker.process(
+            client.connection, TransactionInfo(client.connection, tx, TransactionType.BEGIN)
+        )
+        sends = [f"{PRODUCER}:5", f"{PRODUCER}:7", f"{other}:9", f"{PRODUCER}:3",
+                 f"{other}:2", "not-an-openwire-id", "ID:negative:1:1:1:-4"]  # fmt: skip
+        for message_id in sends:
+            message = Message(message_id, Q, b"x", persistent=True)
+            await broker.process(client.connection, SendMessage(message, transaction_id=tx))
+        await broker.process(
+            client.connection, TransactionInfo(client.connection, tx, TransactionType.COMMIT)
+        )
+        each = ProducerSequences()
+        for message_id in sends:
+            each.note(message_id)
+        for producer in (PRODUCER, other, "ID:negative:1:1:1", "not-an-openwire-id"):
+            assert audit.sequences.last(producer) == each.last(producer)
+        assert audit.sequences.last(PRODUCER) == 7 and audit.sequences.last(other) == 9
+        for n in (7, 6, 8):  # sent again after the commit: 7 and 6 are duplicates
+            await broker.process(client.connection, send(n))
+        assert audit.dropped == 2
+        assert audit.sequences.last(PRODUCER) == 8
+    finally:
+        await broker.stop()

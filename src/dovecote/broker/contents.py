@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 
 from dovecote.broker import durables
-from dovecote.broker.consumer import Entry, release_all
+from dovecote.broker.consumer import Consumer, Entry, release_all
 from dovecote.broker.queue import Queue
 from dovecote.broker.regions import Regions
 from dovecote.broker.topic import TopicSubscription
@@ -120,7 +120,11 @@ class Contents:
         topic, holds (waiting or in flight), in order. Makes the queue or subscription when
         it does not exist yet: a stream reader starts here."""
         origin = await self._origin(destination, subscription, create=True)
-        sequences = [entry.message.sequence for entry in _held(origin)]
+        if isinstance(origin, Queue):
+            sequences = origin.pending_sequences()
+            sequences.extend(e.message.sequence for e in _inflight(origin.consumers))
+        else:
+            sequences = [entry.message.sequence for entry in _held(origin)]
         sequences.sort()  # (numbers, not entries by key: mostly in order already)
         return sequences
 
@@ -130,7 +134,13 @@ class Contents:
         """The messages held with ``after < sequence <= up_to``, in order, not consumed."""
         origin = await self._origin(destination, subscription, create=False)
         # Only the range is sorted: a Spark batch's partitions each ask for a part of it.
-        chosen = [e for e in _held(origin) if after < e.message.sequence <= up_to]
+        if isinstance(origin, Queue):
+            chosen = origin.pending_between(after, up_to)
+            chosen.extend(
+                e for e in _inflight(origin.consumers) if after < e.message.sequence <= up_to
+            )
+        else:
+            chosen = [e for e in _held(origin) if after < e.message.sequence <= up_to]
         chosen.sort(key=_sequence)
         return [entry.full_message() for entry in chosen]
 
@@ -142,7 +152,7 @@ class Contents:
         if origin is None:
             return 0
         if isinstance(origin, Queue):
-            removed = origin.remove_pending(_through(up_to))
+            removed = origin.remove_pending_through(up_to)
         else:
             removed = [e for e in origin.pending if e.message.sequence <= up_to]
             kept = [e for e in origin.pending if e.message.sequence > up_to]
@@ -192,12 +202,12 @@ def _resent(message: Message, target: Destination | None) -> Message:
     )
 
 
-def _through(up_to: int) -> Callable[[Entry], bool]:
-    return lambda entry: entry.message.sequence <= up_to
-
-
 def _sequence(entry: Entry) -> int:
     return entry.message.sequence
+
+
+def _inflight(consumers: list[Consumer]) -> list[Entry]:
+    return [entry for consumer in consumers for entry in consumer.inflight.values()]
 
 
 def _held(origin: Queue | TopicSubscription | None) -> list[Entry]:
@@ -205,14 +215,9 @@ def _held(origin: Queue | TopicSubscription | None) -> list[Entry]:
     if origin is None:
         return []
     if isinstance(origin, Queue):
-        entries = list(origin.pending_entries())
-        consumers = origin.consumers
-    else:
-        entries = list(origin.pending)
-        consumers = [origin.consumer] if origin.consumer is not None else []
-    for consumer in consumers:
-        entries.extend(consumer.inflight.values())
-    return entries
+        return [*origin.pending_entries(), *_inflight(origin.consumers)]
+    consumers = [origin.consumer] if origin.consumer is not None else []
+    return [*origin.pending, *_inflight(consumers)]
 
 
 def _entries(origin: Queue | TopicSubscription | None) -> list[Entry]:

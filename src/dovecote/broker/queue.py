@@ -140,6 +140,31 @@ class Queue:
         entries.sort(key=lambda e: (-_clamp(e.message.priority), e.seq))
         return [e.full_message() for e in entries]
 
+    def pending_between(self, after: int, up_to: int) -> list[Entry]:
+        """Pending entries with ``after < sequence <= up_to``, in no particular order (a
+        stream reader's range: here, compiled, a 100,000-message backlog's walk is short)."""
+        return [
+            entry
+            for bucket in self._pending
+            for entry in bucket
+            if after < entry.message.sequence <= up_to
+        ]
+
+    def pending_sequences(self) -> list[int]:
+        return [entry.message.sequence for bucket in self._pending for entry in bucket]
+
+    def remove_pending_through(self, up_to: int) -> list[Entry]:
+        """``remove_pending`` of the entries with ``sequence <= up_to`` (a stream commit)."""
+        removed: list[Entry] = []
+        for bucket in self._pending:
+            if any(entry.message.sequence <= up_to for entry in bucket):
+                kept = [entry for entry in bucket if entry.message.sequence > up_to]
+                removed.extend(entry for entry in bucket if entry.message.sequence <= up_to)
+                bucket.clear()
+                bucket.extend(kept)
+        self._pending_count -= len(removed)
+        return removed
+
     def remove_pending(self, predicate: Callable[[Entry], bool] | None = None) -> list[Entry]:
         """Take out pending entries for which ``predicate(entry)`` holds (all when None)."""
         removed: list[Entry] = []

@@ -41,6 +41,15 @@ uvloop.install()
 asyncio.run(idle())
 """
 
+LIBRARIES = "msgspec msgspec.toml lmdb msgpack zlib_ng.zlib_ng pathlib argparse tomllib"
+"""What dovecote's broker cannot start without beyond the event loop, none of it dovecote's:
+msgspec (its configuration: with typing_extensions, datetime, decimal and uuid), the
+journal's LMDB, msgpack and zlib-ng, pathlib, argparse (its command line) and tomllib (its
+configuration file)."""
+PYTHON_LIBRARIES_IDLE = PYTHON_IDLE.replace(
+    "import uvloop\n", f"import uvloop\nimport {', '.join(LIBRARIES.split())}\n"
+)
+
 JAVA_IDLE = """\
 public class Idle {
     public static void main(String[] args) throws InterruptedException {
@@ -88,6 +97,11 @@ def python_idle_rss_kib() -> int:
     return idle_rss_kib([sys.executable, "-c", PYTHON_IDLE])
 
 
+def python_libraries_idle_rss_kib() -> int:
+    """The floor of dovecote's idle memory: the runtime with the libraries it must load."""
+    return idle_rss_kib([sys.executable, "-c", PYTHON_LIBRARIES_IDLE])
+
+
 def jvm_idle_rss_kib() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-jvm-") as tmp:
         source = Path(tmp) / "Idle.java"
@@ -113,6 +127,7 @@ IDLE_RSS_KIB = {
 
 def main() -> None:
     print(f"Python + asyncio + uvloop alone: {python_idle_rss_kib() / 1024:.1f} MiB")
+    print(f"... and the libraries ({LIBRARIES}): {python_libraries_idle_rss_kib() / 1024:.1f} MiB")
     print(f"JVM ({' '.join(JVM_HEAP)}) alone: {jvm_idle_rss_kib() / 1024:.1f} MiB")
     print(f"Erlang VM alone: {erlang_idle_rss_kib() / 1024:.1f} MiB")
 

@@ -10,6 +10,7 @@ import ssl
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dovecote.broker.advisories import AdvisoryPlugin, NoConsumerAdvisories
 from dovecote.broker.broker import Broker
@@ -36,8 +37,6 @@ from dovecote.extras import sql_driver_problem
 from dovecote.network.connector import NetworkConnectors
 from dovecote.store.api import PersistenceAdapter
 from dovecote.store.journal import JournalPersistenceAdapter
-from dovecote.store.memory import MemoryPersistenceAdapter
-from dovecote.store.schedules import JobLog, JobStore, MemoryJobStore
 from dovecote.transport.servers import (
     AutoListenerSettings,
     AutoServer,
@@ -50,6 +49,9 @@ from dovecote.transport.tls import TlsFiles, server_context
 from dovecote.web.access import ConsoleAccess, ConsoleUsers
 from dovecote.web.console import Console
 
+if TYPE_CHECKING:
+    from dovecote.store.schedules import JobStore
+
 log = logging.getLogger("dovecote")
 
 
@@ -60,6 +62,8 @@ def make_store(
     no more (the app starts again as a slave)."""
     store = config.store
     if not config.broker.persistent or store.kind == "memory":
+        from dovecote.store.memory import MemoryPersistenceAdapter  # (here: as the others)
+
         return MemoryPersistenceAdapter()
     if store.kind in ("sql", "journaled-sql"):
         # Imported here: SQLAlchemy's memory is something a journal broker does not need.
@@ -233,7 +237,10 @@ def make_plugins(config: Config) -> list[BrokerPlugin]:
 
 def make_job_store(config: Config) -> JobStore:
     """Where schedules are kept: beside the message store (under data_dir), as ActiveMQ
-    keeps its job scheduler store; in memory when messages are."""
+    keeps its job scheduler store; in memory when messages are (imported with the scheduler:
+    most brokers run none)."""
+    from dovecote.store.schedules import JobLog, MemoryJobStore
+
     if not config.broker.persistent or config.store.kind == "memory":
         return MemoryJobStore()
     return JobLog(config.broker.data_dir / "scheduler", sync=config.store.enable_journal_disk_syncs)

@@ -46,6 +46,8 @@ NOT_AT_IDLE = [
     "encodings.idna", "unicodedata", "stringprep",
     # JSON log lines and the console's refusals import json when they write one
     "json",
+    # a broker on the journal keeps neither messages nor schedules in memory
+    "dovecote.store.memory", "dovecote.store.schedules",
 ]  # fmt: skip
 
 SCRIPT = textwrap.dedent(

@@ -42,6 +42,29 @@ from dovecote.spark.source import SCHEMA  # noqa: E402
 TEXT = "substring(concat_ws('', transform(sequence(1, 32), i -> sha2(concat(id, '-', i), 256))), 1, 1024)"  # noqa: E501
 
 
+def process_cpu(pid: int) -> float:
+    """User and system CPU seconds a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class BrokerShare:
+    """The broker process's CPU time over each timed dovecote case, as a share of its wall
+    time: near 100%, the broker's one loop bounds the case; far below, the round trips and
+    the Spark side do."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.shares: dict[tuple[str, int], list[float]] = {}
+
+    def cpu(self) -> float:
+        return process_cpu(self.pid)
+
+    def note(self, what: str, partitions: int, cpu_before: float, elapsed: float) -> None:
+        used = process_cpu(self.pid) - cpu_before
+        self.shares.setdefault((what, partitions), []).append(used / elapsed)
+
+
 def timed(action: Any) -> float:
     started = time.monotonic()
     action()
@@ -87,6 +110,7 @@ def main() -> None:
     results: list[tuple[str, int, int, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp, running_broker(workdir=Path(tmp)) as broker:
         url = f"tcp://127.0.0.1:{broker.openwire_port}"
+        share = BrokerShare(broker.process.pid)
         texts = spark.range(count).selectExpr(f"{TEXT} as text")
         for round_, partitions in ((r, p) for r in range(rounds) for p in (1, 2)):
             case = f"{round_}-{partitions}"
@@ -94,7 +118,9 @@ def main() -> None:
             df = texts.repartition(partitions).cache()
             df.count()
             writer = df.write.format("dovecote").mode("append").option("url", url)
+            cpu = share.cpu()
             ours = timed(writer.option("destination", f"bench.{case}").save)
+            share.note("batch write", partitions, cpu, ours)
             theirs = timed(partial(df.write.parquet, f"{tmp}/written-{case}"))
             results.append(("batch write", partitions, count, ours, theirs))
             df.unpersist()
@@ -114,18 +140,23 @@ def main() -> None:
                 .option("numPartitions", str(partitions))
                 .option("maxMessagesPerBatch", str(count // 4)).load()
             )  # fmt: skip
+            cpu = share.cpu()
             rows, ours = stream_rows(ours_reader, f"{tmp}/checkpoint-{case}")
+            share.note("streaming read", partitions, cpu, ours)
             assert rows == count, f"the dovecote stream read {rows} rows"
             results.append(("streaming read", partitions, count, ours, theirs))
     spark.stop()
-    print("| | partitions | rows | dovecote rows/s | Parquet rows/s | dovecote / Parquet |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| | partitions | rows | dovecote rows/s | Parquet rows/s | dovecote / Parquet |"
+          " broker CPU |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for what, partitions in sorted({(r[0], r[1]) for r in results}):
         runs = [r for r in results if r[:2] == (what, partitions)]
         ours = median(rows / t for _, _, rows, t, _ in runs)
         theirs = median(rows / t for _, _, rows, _, t in runs)
         ratio = median(t / o for _, _, _, o, t in runs)
-        print(f"| {what} | {partitions} | {count:,} | {ours:,.0f} | {theirs:,.0f} | {ratio:.0%} |")
+        busy = median(share.shares[(what, partitions)])
+        print(f"| {what} | {partitions} | {count:,} | {ours:,.0f} | {theirs:,.0f} | {ratio:.0%} |"
+              f" {busy:.0%} |")  # fmt: skip
 
 
 if __name__ == "__main__":

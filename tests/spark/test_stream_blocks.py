@@ -105,3 +105,55 @@ def test_an_empty_range_is_no_block(broker: BrokerProcess) -> None:
 def test_a_block_that_is_not_one_is_refused() -> None:
     with pytest.raises(ValueError, match="not a dovecote stream block"):
         record_batch(b"XXXX" + bytes(12), pa.schema([]))
+
+
+def test_requests_share_one_reply_queue_and_an_abandoned_read_leaves_nothing(
+    broker: BrokerProcess,
+) -> None:
+    """A client's requests are answered on one reply queue made at its first request (no
+    round trip to make and remove a queue per request); a read left unfinished takes its
+    queue, with the answers still to come, away with it, and the next request is answered
+    right."""
+    url, name = f"tcp://127.0.0.1:{broker.openwire_port}", f"shared.{uuid.uuid4().hex[:8]}"
+    sent = send_variety(url, name)
+    with StreamClient(url, queue(name)) as stream:
+        plan = stream.plan(after=0)
+        assert stream.connection is not None
+        transport = stream.connection.transport
+        before = transport.round_trips
+        assert stream.plan(after=0) == plan
+        assert len(stream.read_blocks(0, plan.end)) == 1
+        assert transport.round_trips == before
+        blocks = stream.iter_blocks(0, plan.end, block_bytes=100)
+        next(blocks)
+        blocks.close()  # the other blocks are on their way
+        assert stream.plan(after=0) == plan
+        batches = [record_batch(b, arrow_schema()) for b in stream.read_blocks(0, plan.end)]
+        assert sum(b.num_rows for b in batches) == sent
+
+
+def test_an_executor_keeps_its_connection_for_its_next_task(broker: BrokerProcess) -> None:
+    """Spark reuses its Python workers: a read finished leaves its connection for the next
+    one; a read left unfinished closes its own."""
+    from dovecote.spark.source import _IDLE_CLIENTS, DovecoteStreamReader, SequenceRange
+
+    url, name = f"tcp://127.0.0.1:{broker.openwire_port}", f"pooled.{uuid.uuid4().hex[:8]}"
+    sent = send_variety(url, name)
+    reader = DovecoteStreamReader({"url": url, "destination": name}, SCHEMA)
+    part = SequenceRange(0, reader._stream().plan(after=0).end)
+    key = (url, f"queue://{name}", None, None)
+
+    def read_all() -> int:
+        return sum(batch.num_rows for batch in reader.read(part))
+
+    assert read_all() == sent
+    (client,) = _IDLE_CLIENTS[key]
+    assert read_all() == sent
+    assert _IDLE_CLIENTS[key] == [client]
+    unfinished = reader.read(part)
+    next(unfinished)
+    assert _IDLE_CLIENTS[key] == []  # in use
+    unfinished.close()
+    assert _IDLE_CLIENTS[key] == [] and client.connection is not None
+    assert client.connection.transport.closed
+    reader.stop()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dovecote.client.connection import Connection, ConnectionFactory, Message
+from dovecote.client.consumer import MessageConsumer
 from dovecote.client.session import Session
 from dovecote.client.transport import JMSError, TransportClosedError
 from dovecote.core.destinations import Destination
@@ -67,6 +68,10 @@ class StreamClient:
         self.url = url
         self.retry_for_s = RETRY_FOR_S
         self.connection: Connection | None = None
+        self._replies: tuple[Destination, MessageConsumer] | None = None
+        """The reply queue every request of this connection is answered on, and its
+        consumer: made at the first request, kept (four round trips fewer per request)."""
+        self._asked = 0
         self._retrying(self._connect)
 
     def _connect(self) -> None:
@@ -74,6 +79,7 @@ class StreamClient:
         connection.start()
         self._session = connection.create_session()
         self._producer = self._session.create_producer()
+        self._replies = None
         self.connection = connection
 
     def _retrying(self, request: Callable[[], T]) -> T:
@@ -115,14 +121,42 @@ class StreamClient:
     def _request_target(self, verb: str) -> Destination:
         return Destination(self.destination.type, f"dovecote.Stream.{verb}.{self.destination.name}")
 
+    def _reply_queue(self) -> tuple[Destination, MessageConsumer]:
+        if self._replies is None:
+            reply_to = self._session.create_temporary_queue()
+            self._replies = (reply_to, self._session.create_consumer(reply_to))
+        return self._replies
+
+    def _drop_reply_queue(self) -> None:
+        """After a request left unfinished: its remaining answers go with its queue."""
+        replies, self._replies = self._replies, None
+        if replies is not None and self.connection is not None:
+            with contextlib.suppress(Exception):
+                replies[1].close()
+                self._session.delete_temporary(replies[0])
+
     def _ask(self, verb: str, **properties: Any) -> Generator[Message, None, None]:
-        reply_to = self._session.create_temporary_queue()
-        replies = self._session.create_consumer(reply_to)
+        """The answers to one request, up to the last (the one map of Offsets and Commit,
+        the end marker of Range and Blocks): answers to an earlier request abandoned on the
+        same queue are passed over."""
+        one_answer = verb in ("Offsets", "Commit")
+        # Range copies keep their messages' correlation ids: a queue of their own.
+        own = verb == "Range"
+        if own:
+            reply_to = self._session.create_temporary_queue()
+            replies = self._session.create_consumer(reply_to)
+        else:
+            reply_to, replies = self._reply_queue()
+        self._asked += 1
+        correlation_id = f"{verb}-{self._asked}"
+        finished = False
         try:
-            request = Message("", reply_to=reply_to, persistent=False,
+            request = Message("", reply_to=reply_to, correlation_id=correlation_id,
+                              persistent=False,
                               properties={**self._names, **properties})  # fmt: skip
-            self._producer.send(request, self._request_target(verb))
-            while True:
+            # Not persistent: sent without waiting for a receipt (the answer is the receipt).
+            self._producer.send(request, self._request_target(verb), persistent=False)
+            while not finished:
                 reply = replies.receive(REPLY_WAIT_S)
                 if reply is None:
                     raise JMSError(
@@ -130,12 +164,19 @@ class StreamClient:
                         f"no answer to dovecote.Stream.{verb} in {REPLY_WAIT_S:.0f}s"
                         " (stream requests need a dovecote broker)",
                     )
+                if reply.correlation_id != correlation_id and not own:
+                    continue
                 if isinstance(reply.body, dict) and "error" in reply.body:
+                    finished = True
                     raise JMSError(REFUSED, str(reply.body["error"]))
+                finished = one_answer or bool(reply.properties.get(END))
                 yield reply
         finally:
-            replies.close()
-            self._session.delete_temporary(reply_to)
+            if own:
+                replies.close()
+                self._session.delete_temporary(reply_to)
+            elif not finished:
+                self._drop_reply_queue()
 
     def _map(self, verb: str, **properties: Any) -> dict[str, Any]:
         def ask() -> dict[str, Any]:
@@ -251,7 +292,9 @@ class StreamAppender:
         request = Message(block, reply_to=self._reply_to, persistent=False, properties={
             "transaction": transaction, "persistent": persistent,
         })  # fmt: skip
-        self._producer.send(request, self._target)
+        # Not persistent (the request is not stored): sent without waiting for a receipt,
+        # so the broker reads this block while the next is made.
+        self._producer.send(request, self._target, persistent=False)
         self._waiting += 1
         if self._waiting > 1:
             self._answer()

@@ -20,9 +20,11 @@ transaction: a failed task rolls back and leaves nothing half-sent.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain, pairwise
 from typing import Any
@@ -89,6 +91,9 @@ SCHEMA = StructType(
     ]
 )
 """What a read gives, a row per message (a DDL string would need Spark's JVM to parse)."""
+_IDLE_CLIENTS: dict[tuple[str, str, str | None, str | None], list[StreamClient]] = {}
+"""Executors' connections between two tasks of a Python worker (DovecoteStreamReader.read)."""
+_IDLE_LOCK = threading.Lock()
 DEFAULT_URL = "tcp://127.0.0.1:61616"
 DEFAULT_MAX_PER_BATCH = 10_000
 
@@ -155,13 +160,14 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._removal: Future[int] | None = None
         """The last Commit, sent from a thread of its own (see commit)."""
         self._remover: ThreadPoolExecutor | None = None
+        self._remover_client: StreamClient | None = None
         self._target: int | None = None
         """trigger(availableNow=True): the last sequence number there was at the start."""
 
     def __getstate__(self) -> dict[str, Any]:
         # The driver's connection stays on the driver; executors open their own.
         state = dict(self.__dict__)
-        state.update(_client=None, _removal=None, _remover=None)
+        state.update(_client=None, _removal=None, _remover=None, _remover_client=None)
         return state
 
     def _stream(self) -> StreamClient:
@@ -217,9 +223,28 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # handed to Spark as it arrives while the broker makes the next.
         assert isinstance(partition, SequenceRange)
         schema = to_arrow_schema(self.schema, timezone="UTC")
-        with self._new_client() as stream:
+        with self._pooled_client() as stream:
             for block in stream.iter_blocks(partition.after, partition.up_to, self.block_bytes):
                 yield record_batch(block, schema)
+
+    @contextmanager
+    def _pooled_client(self) -> Iterator[StreamClient]:
+        """A connection of this Python worker's, kept for its next task: Spark reuses its
+        workers, and a new connection costs a few round trips on the broker's busy loop.
+        One that a read left unfinished (failed, or not read to its end) is closed."""
+        key = (self.url, str(self.destination), self.client_id, self.subscription)
+        with _IDLE_LOCK:
+            idle = _IDLE_CLIENTS.get(key)
+            client = idle.pop() if idle else None
+        if client is None:
+            client = self._new_client()
+        try:
+            yield client
+        except BaseException:
+            client.close()
+            raise
+        with _IDLE_LOCK:
+            _IDLE_CLIENTS.setdefault(key, []).append(client)
 
     def commit(self, end: dict[str, int]) -> None:
         # Removing a batch (a durable write on the broker) need not hold up planning the next
@@ -234,8 +259,10 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._committed = end["sequence"]
 
     def _remove_through(self, up_to: int) -> int:
-        with self._new_client() as stream:
-            return stream.commit(up_to)
+        # (in the remover's one thread: its own connection, kept from one batch to the next)
+        if self._remover_client is None:
+            self._remover_client = self._new_client()
+        return self._remover_client.commit(up_to)
 
     def _wait_for_removal(self) -> None:
         removal, self._removal = self._removal, None
@@ -249,6 +276,9 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self._remover is not None:
                 self._remover.shutdown()
                 self._remover = None
+            if self._remover_client is not None:
+                self._remover_client.close()
+                self._remover_client = None
             if self._client is not None:
                 self._client.close()
                 self._client = None

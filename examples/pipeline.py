@@ -124,21 +124,23 @@ def windows(orders: DataFrame, window: str, lateness: str) -> DataFrame:
 
 
 def wait_until_idle(query: Any, url: str) -> None:
-    """--once: stop when the queue is drained and Spark has had nothing to do for three
-    seconds (time for the batch that closes the windows the watermark has passed; Spark's
-    availableNow trigger would stop before it)."""
+    """--once: stop when the queue is drained and Spark's last batch had no rows: the one
+    after the last orders that closes the windows the watermark has passed (Spark's
+    availableNow trigger would stop before it), or, when none is due, Spark's report of an
+    idle query. (The queue is drained only once the batch with its orders is done.)"""
     from dovecote.client.streams import StreamClient
     from dovecote.core.destinations import queue
 
-    idle = 0
     with StreamClient(url, queue("orders")) as stream:
-        while idle < 3:
-            time.sleep(1)
+        while True:
+            time.sleep(0.25)
             if query.exception() is not None:
                 raise SystemExit(f"the query failed: {query.exception()}")
-            status = query.status
-            busy = status["isDataAvailable"] or status["isTriggerActive"]
-            idle = 0 if busy or stream.plan(after=0).count else idle + 1
+            last = query.lastProgress
+            if last is None or last["numInputRows"] or query.status["isTriggerActive"]:
+                continue
+            if not stream.plan(after=0).count:
+                return
 
 
 def main() -> None:

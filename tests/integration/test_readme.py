@@ -109,7 +109,7 @@ def check_pip(words: list[str]) -> None:
 
 
 def check_pipeline(words: list[str]) -> None:
-    """The Spark example takes minutes: tests/integration/test_pipeline_example.py runs it
+    """The Spark example takes minutes: tests/spark/test_example_pipeline.py runs it
     (with a test broker); here its options must be ones the script has."""
     source = (ROOT / words[1]).read_text()
     for option in (w for w in words[2:] if w.startswith("--")):

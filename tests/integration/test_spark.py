@@ -21,7 +21,7 @@ from dovecote.client import ConnectionFactory, Message
 from dovecote.client.streams import StreamClient
 from dovecote.core.destinations import queue
 from ports import free_port
-from spark.sessions import local_spark
+from spark.sessions import shared_session
 from spark.sink import committed_batches, committed_rows
 
 # Spark's Python workers must run this interpreter (the one with pyarrow and dovecote).
@@ -29,6 +29,10 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 
 DRIVER = Path(__file__).parent.parent / "spark" / "driver.py"
 WAIT_S = 180.0
+LONG = bool(os.environ.get("DOVECOTE_LONG"))
+BEFORE_KILL, AFTER_KILL = (600, 400) if LONG else (400, 200)
+"""Messages sent before the kill and after it; the driver reads batches of 100 and is killed
+after two (two more would have to finish before the kill for it not to be mid-stream)."""
 
 
 def browse(url: str, name: str) -> list[Message]:
@@ -113,19 +117,20 @@ def test_exactly_once_across_a_killed_driver(tmp_path: Path) -> None:
     sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
     with running_broker(workdir=tmp_path) as broker:
         url = url_of(broker)
-        send_numbered(url, name, 0, 600)
+        total = BEFORE_KILL + AFTER_KILL
+        send_numbered(url, name, 0, BEFORE_KILL)
         driver = Driver(url, name, sink, checkpoint)
         try:
             until(lambda: driver.alive() and committed_batches(sink) >= 2, "two batches")
             driver.kill()  # kill -9 mid-stream
-            assert len(committed_rows(sink)) < 600
-            send_numbered(url, name, 600, 1000)
+            assert len(committed_rows(sink)) < BEFORE_KILL
+            send_numbered(url, name, BEFORE_KILL, total)
             driver = Driver(url, name, sink, checkpoint)
-            until(lambda: driver.alive() and len(committed_rows(sink)) >= 1000, "1000 rows")
+            until(lambda: driver.alive() and len(committed_rows(sink)) >= total, "every row")
             until(drained(url, name), "the broker to have the committed batches removed")
         finally:
             driver.stop()
-        assert_exactly_once(sink, 1000)
+        assert_exactly_once(sink, total)
 
 
 @pytest.mark.timeout(600)
@@ -138,7 +143,7 @@ def test_exactly_once_across_a_killed_broker(tmp_path: Path) -> None:
     driver: Driver | None = None
     try:
         with running_broker(workdir=store, openwire_port=port) as broker:
-            send_numbered(url, name, 0, 500)
+            send_numbered(url, name, 0, BEFORE_KILL)
             driver = Driver(url, name, sink, checkpoint)
             until(lambda: driver.alive() and committed_batches(sink) >= 2, "two batches")
             broker.process.kill()  # kill -9 the broker mid-stream
@@ -147,20 +152,19 @@ def test_exactly_once_across_a_killed_broker(tmp_path: Path) -> None:
             until(lambda: "stream request failed" in driver.log.read_text(errors="replace"),
                   "the driver to notice the broker is gone")  # fmt: skip
         with running_broker(workdir=store, openwire_port=port):
-            send_numbered(url, name, 500, 800)
-            until(lambda: driver.alive() and len(committed_rows(sink)) >= 800, "800 rows")
+            send_numbered(url, name, BEFORE_KILL, BEFORE_KILL + AFTER_KILL)
+            until(lambda: driver.alive() and len(committed_rows(sink)) >= BEFORE_KILL + AFTER_KILL,
+                  "every row")  # fmt: skip
             until(drained(url, name), "the broker to have the committed batches removed")
     finally:
         if driver is not None:
             driver.stop()
-    assert_exactly_once(sink, 800)
+    assert_exactly_once(sink, BEFORE_KILL + AFTER_KILL)
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    # local[2,2]: two cores, and a failed task is tried once more.
-    with local_spark("dovecote-tests", "local[2,2]") as session:
-        yield session
+def spark() -> Any:
+    return shared_session()  # local[2,2]: a failed task is tried once more
 
 
 @pytest.fixture(scope="module")

@@ -153,16 +153,19 @@ cores)."""
 
 
 IDLE = Bound(
-    "the interpreter: Python with asyncio and uvloop alone takes the row 'the runtime alone',"
-    " four fifths of a quarter of the smallest peer; over it, msgspec (the configuration)"
-    " with typing_extensions and the C modules it loads takes ~2.1 MiB, the journal's"
-    " libraries (LMDB, msgpack, zlib-ng) ~0.6 MiB, and the broker's own modules (its"
-    " configuration, broker, store, protocols, transports, network bridges) ~7.5 MiB, all"
-    " imported to serve (measured pure Python, 2026-11-26; what only some brokers need is"
-    " imported when they do: tests/integration/test_idle_broker_imports.py)",
-    "importing each protocol's codec and transport and the network bridge with their first"
-    " connection (~1 MiB), or an interpreter that loads less per module; a quarter of the"
-    " JVM broker's memory is not reachable on CPython with the broker's modules imported",
+    "the runtime and the libraries the broker cannot start without: Python with asyncio and"
+    " uvloop alone takes the row 'the runtime alone' (21.5 MiB here), and with msgspec (the"
+    " configuration, with typing_extensions, datetime, decimal and uuid), LMDB, msgpack,"
+    " zlib-ng, pathlib, argparse and tomllib 25.4 MiB (bench/runtimes.py), a quarter of the"
+    " smallest peer already, before any of dovecote's code; over that floor, dovecote's own"
+    " modules take ~8.5 MiB compiled: the mypyc library's pages (~3.6 MiB resident: its code"
+    " runs at import, spread over the whole library) and the modules' objects (types,"
+    " functions, constants: ~4.5 MiB of the allocator's); what only some brokers need loads"
+    " when they do (each protocol at its listener's first connection, network bridges, the"
+    " admin API, other stores, JSON, the scheduler: tests/integration/"
+    "test_idle_broker_imports.py; measured 2026-11-26)",
+    "nothing dovecote can do on CPython with these libraries: the floor alone is at the"
+    " target; an interpreter, or libraries, taking less",
 )
 
 

@@ -160,7 +160,7 @@ IDLE = Bound(
     " smallest peer already, before any of dovecote's code; over that floor, dovecote's own"
     " modules take ~8.5 MiB compiled: the mypyc library's pages (~3.6 MiB resident: its code"
     " runs at import, spread over the whole library) and the modules' objects (types,"
-    " functions, constants: ~4.5 MiB of the allocator's); what only some brokers need loads"
+    " functions, constants: ~4.7 MiB of the allocator's); what only some brokers need loads"
     " when they do (each protocol at its listener's first connection, network bridges, the"
     " admin API, other stores, JSON, the scheduler: tests/integration/"
     "test_idle_broker_imports.py; measured 2026-11-26)",

@@ -52,6 +52,7 @@ MODULES = [
     "dovecote/protocol/stomp/message_frames.py",
     "dovecote/protocol/stomp/names.py",
     "dovecote/transport/servers.py",
+    "dovecote/transport/settings.py",
     "dovecote/transport/listener.py",
     "dovecote/transport/openwire.py",
     "dovecote/transport/stomp.py",

@@ -37,13 +37,11 @@ from dovecote.extras import sql_driver_problem
 from dovecote.network.connector import NetworkConnectors
 from dovecote.store.api import PersistenceAdapter
 from dovecote.store.journal import JournalPersistenceAdapter
-from dovecote.transport.servers import (
+from dovecote.transport.servers import AutoServer, OpenWireServer, StompServer
+from dovecote.transport.settings import (
     AutoListenerSettings,
-    AutoServer,
     OpenWireListenerSettings,
-    OpenWireServer,
     StompListenerSettings,
-    StompServer,
 )
 from dovecote.transport.tls import TlsFiles, server_context
 from dovecote.web.access import ConsoleAccess, ConsoleUsers

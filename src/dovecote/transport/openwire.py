@@ -65,7 +65,7 @@ from dovecote.transport.listener import (
     SendBatch,
 )
 from dovecote.transport.peerlog import PEER_LOG, ConnectionBudget, peer_address
-from dovecote.transport.servers import OpenWireListenerSettings
+from dovecote.transport.settings import OpenWireListenerSettings
 from dovecote.transport.stream import Stream
 
 log = logging.getLogger("dovecote.openwire")

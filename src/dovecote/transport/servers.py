@@ -1,5 +1,5 @@
-"""The protocol listeners the broker starts (STOMP, OpenWire, auto) and their settings,
-without their protocols: each imports its connection's module (codec, converter, frame
+"""The protocol listeners the broker starts (STOMP, OpenWire, auto), without their
+protocols: each imports its connection's module (codec, converter, frame
 readers and writers) at its first accepted connection, so a broker nobody has spoken a
 protocol to does not carry that protocol's code (issue 33: idle memory;
 tests/integration/test_idle_broker_imports.py). A connection's module is then imported
@@ -10,45 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from dataclasses import dataclass
 from typing import Protocol
 
 from dovecote.broker.broker import Broker
 from dovecote.transport.listener import Listener
+from dovecote.transport.settings import (
+    AutoListenerSettings,
+    OpenWireListenerSettings,
+    StompListenerSettings,
+)
 from dovecote.transport.stream import Stream
-
-
-@dataclass(frozen=True, slots=True)
-class StompListenerSettings:
-    host: str = "127.0.0.1"
-    port: int = 61613
-    max_frame_size: int = 10 * 1024 * 1024
-    max_header_size: int = 64 * 1024
-    max_headers: int = 1000
-    heartbeat_ms: tuple[int, int] = (10_000, 10_000)
-    heartbeat_grace: float = 1.5
-    max_connections: int = 1000
-    connect_attempt_timeout_ms: int = 30_000
-
-
-@dataclass(frozen=True, slots=True)
-class OpenWireListenerSettings:
-    host: str = "127.0.0.1"
-    port: int = 61616
-    max_frame_size: int = 100 * 1024 * 1024
-    max_inactivity_ms: int = 30_000
-    max_inactivity_initial_delay_ms: int = 10_000
-    max_connections: int = 1000
-    connect_attempt_timeout_ms: int = 30_000
-
-
-@dataclass(frozen=True, slots=True)
-class AutoListenerSettings:
-    host: str = "127.0.0.1"
-    port: int = 61608
-    max_connections: int = 1000
-    protocol_detection_timeout_ms: int = 30_000
-    """A client that sends nothing in this long is dropped (protocolDetectionTimeOut)."""
 
 
 class Limits(Protocol):

@@ -32,7 +32,7 @@ from dovecote.protocol.stomp import HEARTBEAT, NEED_DATA, Frame, FrameParser, en
 from dovecote.protocol.stomp.converter import StompConverter, StompRequest
 from dovecote.transport.listener import READ_CHUNK, BatchedWriter, SendBatch
 from dovecote.transport.peerlog import PEER_LOG, ConnectionBudget, peer_address
-from dovecote.transport.servers import StompListenerSettings
+from dovecote.transport.settings import StompListenerSettings
 from dovecote.transport.stream import Stream
 
 REFUSABLE_COMMANDS = frozenset(

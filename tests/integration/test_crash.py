@@ -118,8 +118,10 @@ def pg_url() -> Iterator[str]:
 
 @pytest.fixture(params=["journal", "sqlite", "postgresql", "journaled-sql", "leveldb"])
 def store_config(request: pytest.FixtureRequest) -> str:
-    if request.param in ("journal", "leveldb"):
-        return f'[store]\nkind = "{request.param}"\n'
+    if request.param == "journal":
+        return JOURNAL
+    if request.param == "leveldb":
+        return '[store]\nkind = "leveldb"\n'
     # A short lease: a broker restarted after kill -9 waits out its predecessor's lease.
     lease = "lock_lease_ms = 600\n"
     if request.param == "sqlite":

@@ -122,7 +122,7 @@ def unstored_note(name: str, per_message: dict[str, float], titles: dict[str, st
         f"{name}: written to disk per message: {said}. {' and '.join(titles[k] for k in light)}"
         " did not store these persistent messages: RabbitMQ confirms a message its consumer"
         " has already taken without writing it (its receipts mean stored or consumed), where"
-        " dovecote and ActiveMQ store each one before its receipt"
+        " dovecote and ActiveMQ stored each one before its receipt"
     )
 
 

@@ -157,9 +157,11 @@ class Queue:
         """``remove_pending`` of the entries with ``sequence <= up_to`` (a stream commit)."""
         removed: list[Entry] = []
         for bucket in self._pending:
-            if any(entry.message.sequence <= up_to for entry in bucket):
-                kept = [entry for entry in bucket if entry.message.sequence > up_to]
-                removed.extend(entry for entry in bucket if entry.message.sequence <= up_to)
+            taken = len(removed)
+            kept: list[Entry] = []
+            for entry in bucket:
+                (removed if entry.message.sequence <= up_to else kept).append(entry)
+            if len(removed) > taken:  # a bucket that loses nothing is left as it is
                 bucket.clear()
                 bucket.extend(kept)
         self._pending_count -= len(removed)

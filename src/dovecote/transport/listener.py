@@ -83,7 +83,7 @@ class Listener:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         if self.tls is not None:
-            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+            family = address_family(self.host) or socket.AF_INET  # a name: its IPv4 address
             sock = bound_socket(family, self.host, self.requested_port)
             self._socket = sock
             self._accepting = loop.create_task(self._accept_tls(sock))

@@ -100,8 +100,9 @@ def _key(*parts: str) -> bytes:
     return "\0".join(parts).encode()
 
 
-def _queue_key(destination: str, sequence: int, seq: bytes) -> bytes:
-    return destination.encode() + b"\0" + _SEQ.pack(max(sequence, 0)) + seq
+def _queue_key(prefix: bytes, sequence: int, seq: bytes) -> bytes:
+    """A queue message's key in ``qseq``; ``prefix``: its queue's, ``_key(queue, "")``."""
+    return prefix + _SEQ.pack(max(sequence, 0)) + seq
 
 
 class Index:
@@ -310,7 +311,7 @@ class Index:
                             found = cursor.next()
                     for key, seq in doomed:
                         txn.delete(key, db=self.qids)
-                        self._drop_message(txn, seq)
+                        self._drop_message(txn, seq, _pop(txn, seq, self.msgs))
         if run:
             self._apply_run(txn, run, run_kind, at)
         self._write_counts(txn)
@@ -390,7 +391,7 @@ class Index:
             if message.destination is not destination:
                 destination = message.destination
                 name = str(destination)
-                prefix = name.encode() + b"\0"
+                prefix = _key(name, "")
             append = append and op.seq > last
             last = op.seq
             seq = _SEQ.pack(op.seq)
@@ -401,7 +402,7 @@ class Index:
             ]  # fmt: skip
             entries.append((seq, _pack(entry)))
             ids.append((prefix + message.message_id.encode(), seq))
-            order.append((prefix + _QPOS.pack(max(message.sequence, 0), op.seq), _SEQ.pack(size)))
+            order.append((_queue_key(prefix, message.sequence, seq), _SEQ.pack(size)))
             self._count_queue(name, 1, size)
             total += size
         txn.cursor(db=self.qids).putmulti(ids)
@@ -419,21 +420,19 @@ class Index:
             for op in removals:
                 if op.destination is not destination:
                     destination = op.destination
-                    prefix = str(destination).encode() + b"\0"
+                    prefix = _key(str(destination), "")
                 seq = ids.pop(prefix + op.message_id.encode())
                 if seq is not None:
                     self._drop_message(txn, bytes(seq), entries.pop(seq))
 
-    def _drop_message(self, txn: lmdb.Transaction, seq: bytes, raw: Any = b"") -> None:
-        """Remove the entry of ``seq`` (``raw``: popped from ``msgs`` already, or None)."""
-        if raw == b"":
-            raw = _pop(txn, seq, self.msgs)
+    def _drop_message(self, txn: lmdb.Transaction, seq: bytes, raw: Any) -> None:
+        """What refers to the entry of ``seq``, popped from ``msgs`` (``raw``; None: none)."""
         if raw is not None:
             entry = _unpack(raw)
             if entry[5] >= 0:
                 txn.delete(entry[1].encode(), db=self.tids)
             else:
-                txn.delete(_queue_key(entry[0], entry[8], seq), db=self.qseq)
+                txn.delete(_queue_key(_key(entry[0], ""), entry[8], seq), db=self.qseq)
                 self._count_queue(entry[0], -1, -entry[9])
             self._count(txn, entry[2], -1, -entry[9])
 
@@ -455,7 +454,7 @@ class Index:
             else:
                 for key in subscriptions:
                     txn.delete(key + b"\0" + seq, db=self.pend)
-            self._drop_message(txn, seq)
+            self._drop_message(txn, seq, _pop(txn, seq, self.msgs))
             gone.append(entry)
         self._write_counts(txn)
         return gone
@@ -468,7 +467,7 @@ class Index:
         entry = _unpack(raw)
         entry[5] -= 1
         if entry[5] <= 0:
-            self._drop_message(txn, seq)
+            self._drop_message(txn, seq, _pop(txn, seq, self.msgs))
         else:
             txn.put(seq, _pack(entry), db=self.msgs)
 
@@ -562,7 +561,7 @@ class Index:
     def queue_seqs_in_file(self, destination: str, file_id: int) -> list[int]:
         """A queue's messages located in one data file (a walk over the queue: for a file
         found missing, not for every day)."""
-        prefix = destination.encode() + b"\0"
+        prefix = _key(destination, "")
         found: list[int] = []
         with self.env.begin() as txn, txn.cursor(db=self.qseq) as cursor:
             more = cursor.set_range(prefix)
@@ -584,7 +583,7 @@ class Index:
     ) -> list[tuple[int, int, list[Any]]]:
         """Up to ``limit`` of a queue's messages from position ``start`` (broker sequence,
         seq) on, in order, as (sequence, seq, entry) (see ``msgs``)."""
-        prefix = destination.encode() + b"\0"
+        prefix = _key(destination, "")
         page: list[tuple[int, int, list[Any]]] = []
         with self.env.begin() as txn, txn.cursor(db=self.qseq) as cursor:
             found = cursor.set_range(prefix + _QPOS.pack(max(start[0], 0), max(start[1], 0)))

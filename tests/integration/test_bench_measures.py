@@ -495,7 +495,10 @@ def test_rabbitmq_runs_the_stomp_workloads_and_is_stopped_whatever_happens(
         for name, by_kind in runs.items():
             (m,) = by_kind["rabbitmq"]
             assert m.note == "", name
-            assert m.messages >= 50 and m.rate > 0 and m.cpu_s > 0, name
+            assert m.messages >= 50 and m.rate > 0 and m.cpu_s >= 0, name
+        # The VM's CPU is counted in clock ticks (10 ms): one tiny row may take less than a
+        # tick, the six together do not.
+        assert sum(by_kind["rabbitmq"][0].cpu_s for by_kind in runs.values()) > 0
         (alone,) = runs["persistent sync send, 1 producer, nobody consuming"]["rabbitmq"]
         assert alone.disk_bytes >= alone.messages * 1024  # stored, each one
         workloads.fill(broker, "/queue/kept", 30)

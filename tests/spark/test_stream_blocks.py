@@ -147,13 +147,62 @@ def test_an_executor_keeps_its_connection_for_its_next_task(broker: BrokerProces
         return sum(batch.num_rows for batch in reader.read(part))
 
     assert read_all() == sent
-    (client,) = _IDLE_CLIENTS[key]
+    (client,) = _IDLE_CLIENTS.kept[key]
     assert read_all() == sent
-    assert _IDLE_CLIENTS[key] == [client]
+    assert _IDLE_CLIENTS.kept[key] == [client]
     unfinished = reader.read(part)
     next(unfinished)
-    assert _IDLE_CLIENTS[key] == []  # in use
+    assert _IDLE_CLIENTS.kept[key] == []  # in use
     unfinished.close()
-    assert _IDLE_CLIENTS[key] == [] and client.connection is not None
+    assert _IDLE_CLIENTS.kept[key] == [] and client.connection is not None
     assert client.connection.transport.closed
     reader.stop()
+
+
+def _texts(first: int, count: int, **columns: list[Any]) -> pa.RecordBatch:
+    texts = pa.array([f"row-{i}" for i in range(first, first + count)])
+    extra = {name: pa.array(values) for name, values in columns.items()}
+    return pa.RecordBatch.from_arrays([texts, *extra.values()], names=["text", *extra])
+
+
+@pytest.mark.parametrize("kind", ["appended", "sent"])
+def test_an_executor_keeps_its_connection_for_its_next_write(
+    broker: BrokerProcess, kind: str
+) -> None:
+    """A committed write leaves its connection, transacted session and appender for the next
+    task (no connection made or closed per task: closing waits on the broker's loop); the
+    next write's message ids do not repeat the last one's (the broker would drop repeated
+    ones as duplicates), and it costs its commit's round trip (and its producer's, sent one by
+    one) but no connection's. A write that fails rolls
+    back and closes its connection. Rows with a typed property column are sent one by one
+    (``sent``), each write's producer closed."""
+    from dovecote.spark.source import _IDLE_SENDERS, BatchWriter
+
+    url, name = f"tcp://127.0.0.1:{broker.openwire_port}", f"kept.{uuid.uuid4().hex[:8]}"
+    options = {"url": url, "destination": name}
+    if kind == "sent":
+        options["propertyColumns"] = "n"
+
+    def rows(first: int, count: int) -> pa.RecordBatch:
+        return _texts(first, count, n=list(range(first, first + count)))
+
+    writer = BatchWriter(options)
+    key = (url, f"queue://{name}")
+    assert writer.write(iter([rows(0, 30)])).count == 30
+    (sender,) = _IDLE_SENDERS.kept[key]
+    assert sender.appender is not None and (sender.blocks > 0) == (kind == "appended")
+    transport = sender.connection.transport
+    before = transport.round_trips
+    assert writer.write(iter([rows(30, 30), rows(60, 10)])).count == 40
+    round_trips = 1 if kind == "appended" else 2
+    assert _IDLE_SENDERS.kept[key] == [sender] and transport.round_trips == before + round_trips
+    assert not sender.session._producers  # each write's producer is closed
+    bad = pa.RecordBatch.from_arrays([pa.array(["x", None], pa.string())], names=["text"])
+    with pytest.raises(ValueError, match="needs a text, body or value column"):
+        writer.write(iter([rows(70, 5), bad]))
+    assert _IDLE_SENDERS.kept[key] == [] and transport.closed
+    assert writer.write(iter([rows(75, 5)])).count == 5
+    assert _IDLE_SENDERS.kept[key][0] is not sender
+    with StreamClient(url, queue(name)) as stream:
+        got = [m.body for m in stream.read(0, stream.plan(after=0).end)]
+    assert sorted(got) == sorted(f"row-{i}" for i in [*range(70), *range(75, 80)])

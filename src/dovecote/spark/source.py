@@ -19,15 +19,16 @@ transaction: a failed task rolls back and leaves nothing half-sent.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain, pairwise
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import (
@@ -58,7 +59,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dovecote.client import ConnectionFactory, Message
+from dovecote.client import Connection, ConnectionFactory, Message
 from dovecote.client.session import Session
 from dovecote.client.streams import (
     DESTINATION,
@@ -70,6 +71,7 @@ from dovecote.client.streams import (
     StreamClient,
     is_dovecote,
 )
+from dovecote.client.transport import JMSError
 from dovecote.core.destinations import Destination, parse_destination
 from dovecote.spark.blocks import append_block, append_blocks, record_batch
 
@@ -91,11 +93,53 @@ SCHEMA = StructType(
     ]
 )
 """What a read gives, a row per message (a DDL string would need Spark's JVM to parse)."""
-_IDLE_CLIENTS: dict[tuple[str, str, str | None, str | None], list[StreamClient]] = {}
-"""Executors' connections between two tasks of a Python worker (DovecoteStreamReader.read)."""
-_IDLE_LOCK = threading.Lock()
 DEFAULT_URL = "tcp://127.0.0.1:61616"
 DEFAULT_MAX_PER_BATCH = 10_000
+_Kept = TypeVar("_Kept")
+
+
+class _Idle(Generic[_Kept]):
+    """What a Python worker keeps between two tasks: Spark reuses its workers, and a new
+    connection costs a few round trips, and closing one another, on the broker's busy loop.
+    What a task leaves in use when it fails is closed instead."""
+
+    def __init__(self, close: Callable[[_Kept], None]) -> None:
+        self._close = close
+        self._lock = threading.Lock()
+        self.kept: dict[Hashable, list[_Kept]] = {}
+
+    @contextmanager
+    def borrowed(self, key: Hashable, make: Callable[[], _Kept]) -> Iterator[_Kept]:
+        with self._lock:
+            idle = self.kept.get(key)
+            kept = idle.pop() if idle else None
+        if kept is None:
+            kept = make()
+        try:
+            yield kept
+        except BaseException:
+            self._close(kept)
+            raise
+        with self._lock:
+            self.kept.setdefault(key, []).append(kept)
+
+
+@dataclass
+class _Sender:
+    """A writer's connection kept between tasks: its transacted session, and the Append
+    requests' appender (dovecote only) with how many blocks it has sent, so that the message
+    ids it makes never repeat on the connection."""
+
+    connection: Connection
+    session: Session
+    appender: StreamAppender | None
+    blocks: int = 0
+
+
+_IDLE_CLIENTS: _Idle[StreamClient] = _Idle(StreamClient.close)
+"""Executors' connections between two reads (DovecoteStreamReader.read)."""
+_IDLE_SENDERS: _Idle[_Sender] = _Idle(lambda sender: sender.connection.close())
+"""Executors' connections between two writes (TransactionalWriter.write)."""
 
 
 def _destination(options: Mapping[str, str]) -> Destination:
@@ -223,28 +267,11 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # handed to Spark as it arrives while the broker makes the next.
         assert isinstance(partition, SequenceRange)
         schema = to_arrow_schema(self.schema, timezone="UTC")
-        with self._pooled_client() as stream:
+        # A read left unfinished (failed, or not read to its end) closes its connection.
+        key = (self.url, str(self.destination), self.client_id, self.subscription)
+        with _IDLE_CLIENTS.borrowed(key, self._new_client) as stream:
             for block in stream.iter_blocks(partition.after, partition.up_to, self.block_bytes):
                 yield record_batch(block, schema)
-
-    @contextmanager
-    def _pooled_client(self) -> Iterator[StreamClient]:
-        """A connection of this Python worker's, kept for its next task: Spark reuses its
-        workers, and a new connection costs a few round trips on the broker's busy loop.
-        One that a read left unfinished (failed, or not read to its end) is closed."""
-        key = (self.url, str(self.destination), self.client_id, self.subscription)
-        with _IDLE_LOCK:
-            idle = _IDLE_CLIENTS.get(key)
-            client = idle.pop() if idle else None
-        if client is None:
-            client = self._new_client()
-        try:
-            yield client
-        except BaseException:
-            client.close()
-            raise
-        with _IDLE_LOCK:
-            _IDLE_CLIENTS.setdefault(key, []).append(client)
 
     def commit(self, end: dict[str, int]) -> None:
         # Removing a batch (a durable write on the broker) need not hold up planning the next
@@ -350,19 +377,32 @@ class TransactionalWriter:
         first = next(batches, None)
         if first is None:
             return SentMessages(0)
-        with ConnectionFactory(self.url).create_connection() as connection:
-            session = connection.create_session(transacted=True)
+        # A failed write rolls back and closes its connection; a committed one keeps it.
+        with _IDLE_SENDERS.borrowed((self.url, str(self.destination)), self._new_sender) as sender:
+            rest = chain([first], batches)
             try:
-                rest = chain([first], batches)
-                if is_dovecote(connection) and self._appendable(first.schema):
-                    sent = self._append(session, rest)
+                if sender.appender is not None and self._appendable(first.schema):
+                    sent = self._append(sender, sender.appender, rest)
                 else:
-                    sent = self._send(session, rest)
-                session.commit()
+                    sent = self._send(sender.session, rest)
+                sender.session.commit()
             except BaseException:
-                session.rollback()
+                with contextlib.suppress(JMSError, OSError):
+                    sender.session.rollback()
                 raise
-            return SentMessages(sent)
+        return SentMessages(sent)
+
+    def _new_sender(self) -> _Sender:
+        connection = ConnectionFactory(self.url).create_connection()
+        try:
+            session = connection.create_session(transacted=True)
+            appender = None
+            if is_dovecote(connection):
+                appender = StreamAppender(session, self.destination)
+        except BaseException:
+            connection.close()
+            raise
+        return _Sender(connection, session, appender)
 
     def _appendable(self, schema: pa.Schema) -> bool:
         """Whether the rows go as Append blocks (a dovecote broker): their property columns
@@ -373,27 +413,25 @@ class TransactionalWriter:
             if name in schema.names
         )
 
-    def _append(self, session: Session, batches: Iterator[pa.RecordBatch]) -> int:
-        """The rows as a few large Append requests in the session's transaction."""
-        appender = StreamAppender(session, self.destination)
-        try:
-            # Each block's messages as from a producer of their own (session 0: none of the
-            # connection's), so ids read as a client's (a consumer's audit parses them).
-            prefix = f"{session.connection.connection_id}:0:"
-            sent = 0
-            runs = (run for batch in batches for run in append_blocks(batch))
-            for number, run in enumerate(runs):
-                present = [c for c in self.property_columns if c in run.schema.names]
-                block = append_block(
-                    run, f"{prefix}{number}:", self.priority, self.time_to_live, present,
-                    int(time.time() * 1000),
-                )  # fmt: skip
-                appender.append(block, persistent=self.persistent)
-                sent += run.num_rows
-            appender.finish()
-            return sent
-        finally:
-            appender.close()
+    def _append(
+        self, sender: _Sender, appender: StreamAppender, batches: Iterator[pa.RecordBatch]
+    ) -> int:
+        """The rows as a few large Append requests in the sender's transaction."""
+        # Each block's messages as from a producer of their own (session 0: none of the
+        # connection's), so ids read as a client's (a consumer's audit parses them).
+        prefix = f"{sender.connection.connection_id}:0:"
+        sent = 0
+        for run in (run for batch in batches for run in append_blocks(batch)):
+            present = [c for c in self.property_columns if c in run.schema.names]
+            block = append_block(
+                run, f"{prefix}{sender.blocks}:", self.priority, self.time_to_live, present,
+                int(time.time() * 1000),
+            )  # fmt: skip
+            sender.blocks += 1
+            appender.append(block, persistent=self.persistent)
+            sent += run.num_rows
+        appender.finish()
+        return sent
 
     def _send(self, session: Session, batches: Iterator[pa.RecordBatch]) -> int:
         producer = session.create_producer(self.destination)
@@ -405,6 +443,7 @@ class TransactionalWriter:
                     priority=self.priority, time_to_live=self.time_to_live,
                 )  # fmt: skip
                 sent += 1
+        producer.close()  # (the connection stays for the next task)
         return sent
 
 

@@ -60,6 +60,9 @@ class Paging:
         )
         self.temp = TempStore(settings.temp_directory, self.usage.temp)
         self._memory: dict[Destination, Usage] = {}
+        self._charges_of: dict[Destination, tuple[tuple[Usage, ...], tuple[Usage, ...]]] = {}
+        self._store_only: tuple[Usage, ...] = (self.usage.store,)
+        self._temp_only: tuple[Usage, ...] = (self.usage.temp,)
         self._flow_control_of: dict[Destination, bool] = {}  # (policies are fixed at start)
         self._unreadable: set[Destination] = set()
         """Queues whose stored messages the store could not read (logged once until it can)."""
@@ -75,6 +78,16 @@ class Paging:
             usage = Usage(f"{destination} memory", limit, parent=self.usage.memory)
             self._memory[destination] = usage
         return usage
+
+    def _charges(self, destination: Destination) -> tuple[tuple[Usage, ...], tuple[Usage, ...]]:
+        """What an entry of the destination is charged to: (its memory), (its memory, the
+        store). One tuple of each for all its entries, not one per entry: a tuple of usages
+        is a container the collector walks for as long as the entry lives."""
+        charges = self._charges_of.get(destination)
+        if charges is None:
+            memory = self.memory_usage(destination)
+            charges = self._charges_of[destination] = ((memory,), (memory, self.usage.store))
+        return charges
 
     async def admit(self, message: Message) -> None:
         """Producer flow control (compatibility S4): wait (or fail) while a usage the message would
@@ -113,7 +126,8 @@ class Paging:
         """Count a new entry in the usages it weighs on; a non-persistent one that finds
         memory full on a destination without flow control is spilled to the temp store."""
         message = entry.message
-        memory = self.memory_usage(message.destination)
+        in_memory, in_memory_and_store = self._charges(message.destination)
+        memory = in_memory[0]
         if message.persistent:
             if (
                 message.body
@@ -125,15 +139,15 @@ class Paging:
                 # cache never fsynced); the entry weighs on the store limit only.
                 entry.message = replace(message, body=b"")
                 entry.spill = (self.temp, self.temp.put(message.body))
-                entry.charged = (self.usage.store,)
+                entry.charged = self._store_only
             else:
-                entry.charged = (memory, self.usage.store)
+                entry.charged = in_memory_and_store
         elif memory.full and message.body:
             entry.spill = (self.temp, self.temp.put(message.body))
             entry.message = replace(message, body=b"")
-            entry.charged = (self.usage.temp,)
+            entry.charged = self._temp_only
         else:
-            entry.charged = (memory,)
+            entry.charged = in_memory
         for usage in entry.charged:
             usage.charge(entry.size)
 
@@ -141,12 +155,12 @@ class Paging:
         """``charge`` the entries of one topic message (one per subscription): in the
         common case, a non-persistent message while memory has room, all in one amount
         (this runs once per delivery of a fan-out)."""
-        memory = self.memory_usage(message.destination)
+        charged = self._charges(message.destination)[0]
+        memory = charged[0]
         if message.persistent or memory.full:
             for entry in entries:
                 self.charge(entry)
             return
-        charged = (memory,)
         for entry in entries:
             entry.charged = charged
         memory.charge(message.size * len(entries))
@@ -213,9 +227,10 @@ class Paging:
             elif not page.messages:
                 log.warning("%s: %d messages expected in the store were not found",
                             queue.destination, queue.stored)  # fmt: skip
+            in_memory_and_store = self._charges(queue.destination)[1]
             for entry in queue.take_page(page):
                 # Charged to the store when it was held there; now to memory as well.
-                entry.charged = (memory, self.usage.store)
+                entry.charged = in_memory_and_store
                 memory.charge(entry.size)
 
     async def page_in_all(self, queue: Queue) -> None:

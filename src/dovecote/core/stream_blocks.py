@@ -62,6 +62,8 @@ def _strings(values: list[bytes]) -> tuple[array[int], bytes]:
 
 def _optional(texts: list[str | None]) -> tuple[bytearray, array[int], bytes]:
     """A column of strings that may be missing: presence, offsets and data."""
+    if texts.count(None) == len(texts):  # (the common case: a header nobody set)
+        return bytearray(len(texts)), array("i", bytes(4 * (len(texts) + 1))), b""
     present = bytearray(text is not None for text in texts)
     offsets, data = _strings([text.encode() if text is not None else b"" for text in texts])
     return present, offsets, data
@@ -71,6 +73,8 @@ def _properties(
     messages: Sequence[Message], hidden: frozenset[str]
 ) -> tuple[array[int], list[bytes], list[bytes]]:
     """Where each message's entries start, and every key and value, as map<string, string>."""
+    if not any(m.properties or m.redelivery_counter for m in messages):
+        return array("i", bytes(4 * (len(messages) + 1))), [], []
     entries, keys, values = array("i", [0]), [], []
     for m in messages:
         for key, value in m.properties.items():
@@ -110,18 +114,26 @@ def encode_block(messages: Sequence[Message], hidden: frozenset[str] = frozenset
         _strings([m.message_id.encode() for m in messages]),
         _strings([names[m.destination] for m in messages]),
         *((offsets, data) for _, offsets, data in optional),
-        _strings([m.body for m in messages]),
     ]
     for offsets, data in columns:
         raw += [offsets.tobytes(), data]
+    # The bodies (most of a block) go into the block as they are: copied once, by the join
+    # at the end, not first into a column of their own.
+    bodies = [m.body for m in messages]
+    body_offsets = array("i", accumulate(map(len, bodies), initial=0))
+    raw += [body_offsets.tobytes()]
     key_offsets, key_data = _strings(keys)
     value_offsets, value_data = _strings(values)
-    raw += [entries.tobytes(), key_offsets.tobytes(), key_data]
-    raw += [value_offsets.tobytes(), value_data]
-    head = HEADER.pack(MAGIC, len(messages), len(keys), len(raw))
-    head += struct.pack(f"<{len(raw)}Q", *(len(r) for r in raw))
+    after_bodies = [entries.tobytes(), key_offsets.tobytes(), key_data]
+    after_bodies += [value_offsets.tobytes(), value_data]
+    lengths = [*map(len, raw), body_offsets[-1], *map(len, after_bodies)]
+    head = HEADER.pack(MAGIC, len(messages), len(keys), len(lengths))
+    head += struct.pack(f"<{len(lengths)}Q", *lengths)
     parts = [head, bytes(_pad(len(head)))]
     for r in raw:
+        parts += [r, bytes(_pad(len(r)))]
+    parts += [*bodies, bytes(_pad(body_offsets[-1]))]
+    for r in after_bodies:
         parts += [r, bytes(_pad(len(r)))]
     return b"".join(parts)
 

@@ -329,13 +329,32 @@ def test_ctrl_c_ends_dstat_waiting_for_its_second_sample() -> None:
     assert summary.startswith("dstat: 0 destinations") and summary.endswith(", interrupted")
 
 
+def _blocked_signals(pid: int, tid: int) -> int:
+    """A thread's blocked-signal mask (bit n-1: signal n)."""
+    status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("SigBlk:"))[7:], 16)
+
+
 def test_ctrl_c_while_connecting_is_one_line() -> None:
-    """A broker that accepts and never answers: the tool waits for its WireFormatInfo."""
+    """A broker that accepts and never answers: the tool waits for its WireFormatInfo. The
+    client's own threads (the reader) block Ctrl-C and the like, so that the kernel gives the
+    signal to the main thread, the one Python handles it in: landing on the reader, it
+    waited for the main thread's 15 s negotiation wait to end."""
     with socket.create_server(("127.0.0.1", 0)) as silent:
         url = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
         proc = start_tool("consume", "q", "--url", url)
         silent.settimeout(30)
         peer, _ = silent.accept()
         with peer:
+
+            def others() -> list[int]:
+                tasks = (int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir())
+                return [tid for tid in tasks if tid != proc.pid]
+
+            wait_for(others, "the client's reader thread")
+            for tid in others():
+                blocked = _blocked_signals(proc.pid, tid)
+                assert all(blocked >> (s - 1) & 1 for s in (signal.SIGINT, signal.SIGTERM)), tid
+            assert not _blocked_signals(proc.pid, proc.pid) >> (signal.SIGINT - 1) & 1
             _, err = interrupt(proc)
     assert err.splitlines() == ["dovecote consume: interrupted"]

@@ -26,6 +26,7 @@ from dovecote.client.message import AckMode, Message
 from dovecote.client.options import ConnectionOptions, parse_broker_url
 from dovecote.client.producer import MessageProducer
 from dovecote.client.session import Session
+from dovecote.client.threads import start_daemon
 from dovecote.client.transport import ClientTransport, JMSError, TransportClosedError
 from dovecote.core.destinations import Destination
 from dovecote.core.message import BodyType
@@ -393,7 +394,7 @@ class Connection:
             except Exception:  # the application's: as in Java, it does not stop the client
                 log.warning("the connection's exception listener raised", exc_info=True)
 
-        threading.Thread(target=run, name="dovecote-exception-listener", daemon=True).start()
+        start_daemon(run, "dovecote-exception-listener")
 
     def _on_failure(self, exc: Exception) -> None:
         if isinstance(exc, JMSError):
@@ -423,7 +424,7 @@ class Connection:
                     if self.transport.closed and not self.closed:
                         self._on_failure(self.failure or TransportClosedError("lost"))
 
-                threading.Thread(target=run, name="dovecote-failover", daemon=True).start()
+                start_daemon(run, "dovecote-failover")
             return
         self._wake_consumers()
 

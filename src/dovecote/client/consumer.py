@@ -21,6 +21,7 @@ from dovecote.client.destination_options import (
 )
 from dovecote.client.message import AckMode, Message, received_message
 from dovecote.client.redelivery import message_key
+from dovecote.client.threads import start_daemon
 from dovecote.client.transport import JMSError
 from dovecote.protocol.openwire import Structure
 from dovecote.protocol.openwire import schema as t
@@ -276,10 +277,7 @@ class MessageConsumer(DeliveredAcks):
         with self._listener_lock:
             self._listener = listener
             if listener is not None and self._listener_thread is None:
-                self._listener_thread = threading.Thread(
-                    target=self._listen, name="dovecote-listener", daemon=True
-                )
-                self._listener_thread.start()
+                self._listener_thread = start_daemon(self._listen, "dovecote-listener")
 
     @property
     def message_listener(self) -> Callable[[Message], None] | None:

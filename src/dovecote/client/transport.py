@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from dovecote.client.options import TransportOptions, WireFormatOptions
+from dovecote.client.threads import start_daemon
 
 if TYPE_CHECKING:
     from dovecote.client.tls import TlsChannel
@@ -174,9 +175,7 @@ class ClientTransport:
         sock.settimeout(None)
         self._ours = client_wire_format(self.wire)
         self._send(self._ours)
-        threading.Thread(
-            target=self._read_forever, name="dovecote-client-reader", daemon=True
-        ).start()
+        start_daemon(self._read_forever, "dovecote-client-reader")
         negotiated = self._negotiated.wait(options.negotiateTimeout / 1000 or None)
         if self._closed.is_set():
             # Failed while negotiating (a reset: e.g. the listener of a broker being killed
@@ -311,8 +310,8 @@ class ClientTransport:
                     both = self.wire.tcpNoDelayEnabled and theirs.get("TcpNoDelayEnabled") is True
                     self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, int(both))
                 if negotiated.max_inactivity_ms > 0 and self.transport.useInactivityMonitor:
-                    threading.Thread(target=self._keep_alive, args=(negotiated.max_inactivity_ms,),
-                                     daemon=True).start()  # fmt: skip
+                    inactivity_ms = negotiated.max_inactivity_ms
+                    start_daemon(self._keep_alive, "dovecote-keep-alive", inactivity_ms)
                 self._negotiated.set()
             case t.RESPONSE | t.EXCEPTION_RESPONSE | t.DATA_RESPONSE | t.INTEGER_RESPONSE:
                 future = self._pending.get(s["correlationId"])

@@ -3,6 +3,7 @@ and the msgpack encoding of the store's operations and of messages."""
 
 from __future__ import annotations
 
+import gc
 import io
 import re
 import struct
@@ -161,6 +162,24 @@ def encode_batch(ops: Sequence[JournalOp]) -> bytes:
     return frame_record(msgpack.packb([encode_op(op) for op in ops], use_bin_type=True))
 
 
+class NoCollections:
+    """``with NoCollections():`` around a synchronous burst of short-lived containers (a
+    batch's operations as lists, the index's entries for them): a collection in the middle
+    would only walk them and promote them to an older generation, for later collections
+    to walk again; once they are freed, the young generation's count is back down."""
+
+    def __init__(self) -> None:
+        self.collecting = False
+
+    def __enter__(self) -> None:
+        self.collecting = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.collecting:
+            gc.enable()
+
+
 class BatchEncoder:
     """``encode_batch`` for the hot path: the record as its header and a view of the packed
     payload, to be written together (``os.pwritev``). The payload, message bodies and all,
@@ -176,7 +195,8 @@ class BatchEncoder:
         once per record)."""
         self.release()
         # (A failure inside pack leaves the packer empty: msgpack resets it.)
-        self._packer.pack([encode_op(op) for op in ops])
+        with NoCollections():
+            self._packer.pack([encode_op(op) for op in ops])
         payload = self._payload = self._packer.getbuffer()
         return record_header(payload), payload
 

@@ -86,7 +86,11 @@ class Paging:
         charges = self._charges_of.get(destination)
         if charges is None:
             memory = self.memory_usage(destination)
-            charges = self._charges_of[destination] = ((memory,), (memory, self.usage.store))
+            # (Typed so, each is one object: compiled, a fixed-length tuple is made anew
+            # each time it is stored as a Python object.)
+            in_memory: tuple[Usage, ...] = (memory,)
+            in_memory_and_store: tuple[Usage, ...] = (memory, self.usage.store)
+            charges = self._charges_of[destination] = (in_memory, in_memory_and_store)
         return charges
 
     async def admit(self, message: Message) -> None:

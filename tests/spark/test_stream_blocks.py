@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from brokers import BrokerProcess, running_broker
+from differ import Peers
 from dovecote.client import ConnectionFactory, Message
 from dovecote.client.streams import StreamClient
 from dovecote.core.destinations import Destination, queue
@@ -206,3 +207,55 @@ def test_an_executor_keeps_its_connection_for_its_next_write(
     with StreamClient(url, queue(name)) as stream:
         got = [m.body for m in stream.read(0, stream.plan(after=0).end)]
     assert sorted(got) == sorted(f"row-{i}" for i in [*range(70), *range(75, 80)])
+
+
+def _write_twice_fail_once_write_again(url: str, name: str) -> dict[str, Any]:
+    """What a client sees of a Spark writer's kept connection: two writes of typed rows on
+    it, a third that fails midway, a fourth on a new one; what the queue then holds."""
+    from dovecote.spark.source import _IDLE_SENDERS, BatchWriter
+
+    writer = BatchWriter({"url": url, "destination": name, "propertyColumns": "n"})
+    key = (url, f"queue://{name}")
+
+    def rows(first: int, count: int) -> pa.RecordBatch:
+        return _texts(first, count, n=list(range(first, first + count)))
+
+    counts = [writer.write(iter([rows(0, 20)])).count, writer.write(iter([rows(20, 20)])).count]
+    (kept,) = _IDLE_SENDERS.kept[key]
+    bad = pa.RecordBatch.from_arrays(
+        [pa.array(["x", None], pa.string()), pa.array([0, 0])], names=["text", "n"]
+    )
+    try:
+        writer.write(iter([rows(40, 5), bad]))
+        failure = ""
+    except ValueError as exc:
+        failure = str(exc)
+    closed = kept.connection.transport.closed and not _IDLE_SENDERS.kept[key]
+    counts.append(writer.write(iter([rows(45, 5)])).count)
+    renewed = _IDLE_SENDERS.kept[key][0] is not kept
+    with ConnectionFactory(url).create_connection() as connection:
+        connection.start()
+        held = list(connection.create_session().browse(queue(name)))
+    return {
+        "counts": counts, "failure": failure, "closed after failing": closed,
+        "renewed": renewed,
+        "held": sorted((str(m.body), m.properties.get("n"), m.persistent) for m in held),
+    }  # fmt: skip
+
+
+def test_a_kept_writer_connection_against_activemq_as_against_dovecote(peers: Peers) -> None:
+    """The same client against both brokers: rows sent one by one (ActiveMQ has no Append
+    requests; a typed property column makes dovecote take the same path) on a connection
+    kept between writes, a failed write rolled back and its connection dropped, every row
+    of the other writes arriving once."""
+    name = f"kept.peers.{uuid.uuid4().hex[:8]}"
+    outcomes = {
+        kind: _write_twice_fail_once_write_again(f"tcp://127.0.0.1:{ports[0]}", name)
+        for kind, ports in (("dovecote", peers.dovecote), ("activemq", peers.activemq))
+    }
+    assert outcomes["dovecote"] == outcomes["activemq"]
+    assert outcomes["activemq"]["counts"] == [20, 20, 5]
+    assert "needs a text, body or value column" in outcomes["activemq"]["failure"]
+    assert outcomes["activemq"]["closed after failing"] and outcomes["activemq"]["renewed"]
+    expected = [*range(40), *range(45, 50)]
+    assert outcomes["activemq"]["held"] == sorted((f"row-{i}", i, True) for i in expected)

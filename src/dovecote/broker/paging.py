@@ -59,7 +59,6 @@ class Paging:
             settings.send_fail_if_no_space,
         )
         self.temp = TempStore(settings.temp_directory, self.usage.temp)
-        self._memory: dict[Destination, Usage] = {}
         self._charges_of: dict[Destination, tuple[tuple[Usage, ...], tuple[Usage, ...]]] = {}
         self._store_only: tuple[Usage, ...] = (self.usage.store,)
         self._temp_only: tuple[Usage, ...] = (self.usage.temp,)
@@ -72,12 +71,7 @@ class Paging:
     # -- usage ---------------------------------------------------------------------------
 
     def memory_usage(self, destination: Destination) -> Usage:
-        usage = self._memory.get(destination)
-        if usage is None:
-            limit = self.settings.policies.for_destination(destination).memory_limit
-            usage = Usage(f"{destination} memory", limit, parent=self.usage.memory)
-            self._memory[destination] = usage
-        return usage
+        return self._charges(destination)[0][0]
 
     def _charges(self, destination: Destination) -> tuple[tuple[Usage, ...], tuple[Usage, ...]]:
         """What an entry of the destination is charged to: (its memory), (its memory, the
@@ -85,7 +79,8 @@ class Paging:
         is a container the collector walks for as long as the entry lives."""
         charges = self._charges_of.get(destination)
         if charges is None:
-            memory = self.memory_usage(destination)
+            limit = self.settings.policies.for_destination(destination).memory_limit
+            memory = Usage(f"{destination} memory", limit, parent=self.usage.memory)
             # (Typed so, each is one object: compiled, a fixed-length tuple is made anew
             # each time it is stored as a Python object.)
             in_memory: tuple[Usage, ...] = (memory,)

@@ -382,7 +382,7 @@ class TransactionalWriter:
             rest = chain([first], batches)
             try:
                 if sender.appender is not None and self._appendable(first.schema):
-                    sent = self._append(sender, sender.appender, rest)
+                    sent = self._append(sender, rest)
                 else:
                     sent = self._send(sender.session, rest)
                 sender.session.commit()
@@ -413,10 +413,10 @@ class TransactionalWriter:
             if name in schema.names
         )
 
-    def _append(
-        self, sender: _Sender, appender: StreamAppender, batches: Iterator[pa.RecordBatch]
-    ) -> int:
+    def _append(self, sender: _Sender, batches: Iterator[pa.RecordBatch]) -> int:
         """The rows as a few large Append requests in the sender's transaction."""
+        appender = sender.appender
+        assert appender is not None
         # Each block's messages as from a producer of their own (session 0: none of the
         # connection's), so ids read as a client's (a consumer's audit parses them).
         prefix = f"{sender.connection.connection_id}:0:"

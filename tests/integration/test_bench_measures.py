@@ -538,6 +538,7 @@ def test_the_forwarding_row_runs_on_a_bridged_pair(kind: str, tmp_path: Path) ->
         b_cpu = b_only.cpu_s() - b_before
     assert m.messages == TINY.forward_messages and m.note == ""
     assert 0 < m.seconds < 60
-    # Both read in clock ticks: 200 forwarded messages can cost B alone as many as the pair.
+    # Both read in clock ticks (10 ms): 200 forwarded messages can cost B alone as many as
+    # the pair, and the pair compiled less than one tick.
     tick = 1 / os.sysconf("SC_CLK_TCK")
-    assert m.cpu_s > 0 and m.cpu_s >= b_cpu - tick
+    assert m.cpu_s >= 0 and m.cpu_s >= b_cpu - tick

@@ -71,15 +71,14 @@ INDEX_DELAY_S: Final = 0.02
 an LMDB transaction whose cost is mostly fixed: at a few ms a lone sync producer paid one
 every few messages (docs/performance.md)."""
 INDEX_DELAY_OPS: Final = 256
-"""... or how many operations: past this many the writer applies them at once (kept small
-so that one catch-up is a short pause: larger, it shows in transacted batches' p99)."""
+"""... or how many operations: past this many the writer applies them at once (kept small:
+a larger catch-up's pause shows in transacted batches' p99)."""
 INDEX_AT_ONCE_BYTES: Final = 64 * 1024
 """A group whose records are larger than this is applied at once if mostly bodies: ..."""
 INDEX_AT_ONCE_BYTES_PER_ADD: Final = 16 * 1024
-"""... more than this many bytes per message added (the removals that share the group are
-small). A transaction's commit of a hundred 1 KiB messages is as large, but its adds are
-index work that waits, and a message consumed before the catch-up never reaches the index
-(applied at once, the index took much of transacted batches' cost)."""
+"""... more than this many bytes per message added. A commit of a hundred 1 KiB messages is
+as large, but its adds are index work that waits, and one consumed before the catch-up never
+reaches the index (applied at once, the index took much of transacted batches' cost)."""
 
 
 class StoreLockedError(Exception):
@@ -121,8 +120,7 @@ class JournalPersistenceAdapter:
         self._index_changed = True
         """The index moved since the last checkpoint (live counts change only then)."""
         self._paging: dict[Location, PagedRecord] = {}
-        """Records ``read_queue`` read lately (queues paged in by turns), decoded as far as
-        pages asked, while pages are still read from them."""
+        """Records ``read_queue`` read lately (queues paged in by turns), as far as decoded."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -293,6 +291,7 @@ class JournalPersistenceAdapter:
     async def _write_group(self, group: list[tuple[list[JournalOp], bool]]) -> None:
         files = self._files
         assert files is not None
+        files.prepare(message_bytes(group))
         start = files.head
         try:
             written, size = self._append(group)
@@ -315,6 +314,7 @@ class JournalPersistenceAdapter:
             return False
         if self._index_due():
             return False  # the writer brings the index up to date after this group
+        files.prepare(message_bytes(group))
         start = files.head
         try:
             written, size = self._append(group)

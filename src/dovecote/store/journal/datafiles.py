@@ -45,6 +45,12 @@ INLINE_SYNC_MAX_BYTES = 64 * 1024
 PROBE_ROOM = 4 * 1024 * 1024
 """The room a store whose writes failed wants in a new data file before it says it can
 write again (a file's full length may be more than the disk held even when empty)."""
+READ_AHEAD = 8 * 1024 * 1024
+"""How far past the next append ``prepare`` keeps the current file's pages read ahead."""
+READ_AHEAD_BUFFER = 1024 * 1024
+READ_AHEAD_START_S = 0.01
+"""How long the loop waits at most for an idle read-ahead thread to start a range."""
+_IOV_MAX = 1024
 
 
 @dataclass(slots=True, unsafe_hash=True, order=True, init=False)
@@ -97,6 +103,9 @@ class DataFiles:
         self._unsynced = 0
         self._syncer: SyncThread | None = None
         """Where slow fsyncs go (started the first time one is)."""
+        self._read_ahead: ReadAhead | None = None
+        self._read_ahead_to = 0
+        """How far into the current file ``prepare`` has had pages read ahead."""
         self._data_ends: dict[int, int] = {}
         """Where each scanned file's data ends (a preallocated file is longer)."""
         self.damage: list[Damage] = []
@@ -126,14 +135,14 @@ class DataFiles:
         OSError if the disk cannot give that room."""
         self._start_file(self.current_id + 1, need_room=PROBE_ROOM)
 
-    def _start_file(self, file_id: int, need_room: int = 0) -> None:
+    def _start_file(self, file_id: int, need_room: int = 0, length: int = 0) -> None:
         # The new file is made whole before the current one is let go: on a full disk the
         # append fails and the journal goes on in the file it had (a half-made one removed).
         path = self.path(file_id)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         header = file_header(file_id)
         try:
-            _preallocate(fd, self.max_file_length, need_room)
+            _preallocate(fd, max(self.max_file_length, length), need_room)
             if os.pwrite(fd, header, 0) != len(header):
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         except OSError as exc:
@@ -146,6 +155,7 @@ class DataFiles:
         self._fd = fd
         self.current_id = file_id
         self.position = len(header)
+        self._read_ahead_to = self.position
         if file_id not in self.file_ids:
             self.file_ids.append(file_id)
         self._dirty.add(file_id)
@@ -156,6 +166,29 @@ class DataFiles:
         if os.fstat(self._fd).st_size > self.position:
             os.ftruncate(self._fd, self.position)
             self._dirty.add(self.current_id)
+
+    def prepare(self, size: int) -> None:
+        """About ``size`` bytes are to be appended next: a file a large group will not fit in
+        is rolled now (the next one preallocated to hold it), and a thread reads ahead the
+        range they and the next appends go to. Read, an unwritten range leaves zeroed pages
+        in the page cache for the appends to write over; without them the write itself
+        waits for new pages, which are slow to come on a VM that hands free memory back to
+        its host (docs/performance.md)."""
+        large = size >= READ_AHEAD  # (a small one: append rolls by its exact size)
+        if (
+            large
+            and self.position > FILE_HEADER.size
+            and self.position + size > self.max_file_length
+        ):
+            self._start_file(self.current_id + 1, length=FILE_HEADER.size + size)
+        wanted = self.position + size + READ_AHEAD // 2
+        if wanted <= self._read_ahead_to:
+            return
+        start = max(self._read_ahead_to, self.position)
+        self._read_ahead_to = self.position + size + READ_AHEAD
+        if self._read_ahead is None:
+            self._read_ahead = ReadAhead()
+        self._read_ahead.read(self.path(self.current_id), start, self._read_ahead_to)
 
     def append(self, *parts: bytes | memoryview) -> Location:
         """Write one record, given whole or in parts (written together, not joined)."""
@@ -404,6 +437,9 @@ class DataFiles:
         if self._syncer is not None:
             self._syncer.stop()
             self._syncer = None
+        if self._read_ahead is not None:
+            self._read_ahead.stop()
+            self._read_ahead = None
         if self._fd >= 0:
             self._truncate_to_data()
             os.close(self._fd)
@@ -447,6 +483,63 @@ class SyncThread:
                 self._loop.call_soon_threadsafe(_settle, future, error)
             except RuntimeError:
                 return  # the loop is closed: nobody waits any more
+
+
+class ReadAhead:
+    """A thread that reads ranges of data files (see DataFiles.prepare) into one buffer,
+    for the pages they leave in the page cache; what it reads is not used. A range that
+    is gone (a file removed, or shorter) ends its read quietly."""
+
+    def __init__(self) -> None:
+        self._requests: queue.SimpleQueue[tuple[Path, int, int, threading.Event] | None] = (
+            queue.SimpleQueue()
+        )
+        self._asked = 0  # (each count has one writer: the loop, or the thread)
+        self._done = 0
+        threading.Thread(target=self._run, name="journal-read-ahead", daemon=True).start()
+
+    def read(self, path: Path, start: int, end: int) -> None:
+        begun = threading.Event()
+        idle = self._asked == self._done
+        self._asked += 1
+        self._requests.put((path, start, end, begun))
+        if idle:
+            # Compiled, the loop's work never lets the GIL go by itself: the thread would
+            # start only at the loop's next blocking call (the append, too late).
+            begun.wait(READ_AHEAD_START_S)
+
+    def stop(self) -> None:
+        self._requests.put(None)
+
+    def _run(self) -> None:
+        buffer = bytearray(READ_AHEAD_BUFFER)
+        while (request := self._requests.get()) is not None:
+            path, position, end, begun = request
+            try:
+                self._read(path, position, end, buffer, begun)
+            finally:
+                begun.set()
+                self._done += 1
+
+    @staticmethod
+    def _read(
+        path: Path, position: int, end: int, buffer: bytearray, begun: threading.Event
+    ) -> None:
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                while position < end:
+                    # The whole range in one call that lets the GIL go: once the loop has
+                    # it back, this thread would wait for it between calls.
+                    chunks = min(-(-(end - position) // READ_AHEAD_BUFFER), _IOV_MAX)
+                    buffers = [buffer] * chunks
+                    begun.set()
+                    got = os.preadv(fd, buffers, position)
+                    if got <= 0:
+                        break
+                    position += got
+            finally:
+                os.close(fd)
 
 
 def _settle(future: asyncio.Future[None], error: OSError | None) -> None:

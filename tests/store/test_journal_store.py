@@ -579,6 +579,13 @@ async def test_a_group_of_large_bodies_is_indexed_at_once_many_small_messages_wa
                                             for i in range(1, 51)])  # fmt: skip
     assert store._index.applied() == store._files.head
     assert store.message_count(Q) == 52
+    # A group as large of removals alone (a Spark batch's commit) is index work: it waits,
+    # and its writer is answered first.
+    await store.write([AddMessage(msg(i)) for i in range(1000, 6000)])
+    assert store.message_count(Q) == 5052
+    await store.write([RemoveMessage(Q, msg(i).message_id) for i in range(1000, 6000)])
+    assert store._index.applied() != store._files.head
+    assert store.message_count(Q) == 52
     await store.stop()
 
 

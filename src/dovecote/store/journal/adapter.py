@@ -354,11 +354,10 @@ class JournalPersistenceAdapter:
         self._unapplied.extend(written)
         self._unapplied_ops += sum(len(ops) for _, ops in written)
         self._unapplied_head = head
-        if size > INDEX_AT_ONCE_BYTES and size > INDEX_AT_ONCE_BYTES_PER_ADD * sum(
-            isinstance(op, SequencedAdd) for _, ops in written for op in ops
-        ):
+        adds = sum(isinstance(op, SequencedAdd) for _, ops in written for op in ops)
+        if adds and size > INDEX_AT_ONCE_BYTES and size > INDEX_AT_ONCE_BYTES_PER_ADD * adds:
             # Mostly message bodies: little index work beside its fsync, and deferred it
-            # costs more than it saves.
+            # costs more than it saves. (Many removals are index work: they wait.)
             with contextlib.suppress(StoreFailedError):  # written: the index catches up later
                 self._catch_up()
         elif self._catch_up_timer is None:

@@ -5,6 +5,8 @@ blocks are cut by size and a range is not consumed by reading it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -158,6 +160,39 @@ def test_an_executor_keeps_its_connection_for_its_next_task(broker: BrokerProces
     assert _IDLE_CLIENTS.kept[key] == [] and client.connection is not None
     assert client.connection.transport.closed
     reader.stop()
+
+
+def test_a_starting_query_plans_once_for_its_initial_offset(
+    broker: BrokerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark asks a starting query's reader for its initial offset twice; one plan (the
+    round trip that creates a durable subscription) answers both."""
+    from dovecote.spark.source import DovecoteStreamReader
+
+    url = f"tcp://127.0.0.1:{broker.openwire_port}"
+    reader = DovecoteStreamReader({"url": url, "destination": "initial.once"}, SCHEMA)
+    plans: list[int] = []
+    real_plan = StreamClient.plan
+
+    def counted(self: StreamClient, *args: Any, **kwargs: Any) -> Any:
+        plans.append(1)
+        return real_plan(self, *args, **kwargs)
+
+    monkeypatch.setattr(StreamClient, "plan", counted)
+    assert reader.initialOffset() == reader.initialOffset() == {"sequence": 0}
+    assert len(plans) == 1
+    reader.stop()
+
+
+def test_the_driver_side_reader_does_not_import_what_only_writes_need() -> None:
+    """A streaming query's start waits for Spark's reader process to import the source:
+    pyarrow.compute (only writes use it) is not imported with it."""
+    code = (
+        "import sys, pyspark.sql.streaming.python_streaming_source_runner, dovecote.spark.source;"
+        "print('pyarrow.compute' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def _texts(first: int, count: int, **columns: list[Any]) -> pa.RecordBatch:

@@ -10,11 +10,18 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.compute as pc  # type: ignore[import-untyped]
 
 from dovecote.core.message import BodyType
 from dovecote.core.stream_blocks import BUFFERS, HEADER, MAGIC, OPTIONAL_STRINGS
 from dovecote.protocol.openwire.primitives import decode_map, decode_stream_body
+
+
+def _compute() -> Any:
+    """pyarrow.compute, imported when first needed: only writes need it, and a streaming
+    query's driver-side reader, which waits for it at the query's start, never writes."""
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    return pc
 
 
 def _buffers(block: bytes) -> tuple[int, int, dict[str, pa.Buffer]]:
@@ -140,7 +147,7 @@ def _body(batch: pa.RecordBatch) -> tuple[pa.Array, np.ndarray[Any, Any]]:
     texts = np.array([is_text for _, is_text in candidates])
     kinds = np.where(texts[chosen], int(BodyType.TEXT), int(BodyType.BYTES)).astype("u1")
     columns = [column for column, _ in candidates]
-    body = columns[0] if len(columns) == 1 else pc.coalesce(*columns)
+    body = columns[0] if len(columns) == 1 else _compute().coalesce(*columns)
     return body, kinds
 
 
@@ -175,6 +182,7 @@ def append_block(
     as properties."""
     n = batch.num_rows
     names = batch.schema.names
+    pc = _compute()
     ids = pc.binary_join_element_wise(
         first_id, pc.cast(pa.array(np.arange(1, n + 1)), pa.string()), ""
     )

@@ -198,6 +198,7 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """About how much body each record batch an executor reads holds (0: the broker's
         default, 4 MiB)."""
         self._client: StreamClient | None = None
+        self._planned_once = False
         self._committed = 0
         self._planned: tuple[int, Plan] | None = None
         """The last plan latestOffset made: (after, plan), cut into numPartitions parts."""
@@ -223,8 +224,11 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return StreamClient(self.url, self.destination, self.client_id, self.subscription)
 
     def initialOffset(self) -> dict[str, int]:
-        # Planning once at the start creates a durable subscription that does not exist yet.
-        self._stream().plan(after=0, max_messages=1)
+        # Planning once at the start creates a durable subscription that does not exist yet
+        # (Spark asks twice as a query starts: one round trip is enough).
+        if not self._planned_once:
+            self._stream().plan(after=0, max_messages=1)
+            self._planned_once = True
         return {"sequence": 0}
 
     def getDefaultReadLimit(self) -> ReadLimit:

@@ -10,11 +10,24 @@ from dovecote.broker.consumer import release_all
 from dovecote.broker.deadletters import DeadLetters
 from dovecote.broker.queue import Queue
 from dovecote.broker.regions import Regions
+from dovecote.core.collector import NoCollections
 from dovecote.core.ids import ConsumerId
 from dovecote.store.api import StoreOp
 
+LARGE_COMMIT_SENDS = 1000
+"""A commit of this many sends or more runs with the collector paused (NoCollections): the
+objects each send makes on its way to the store, most of them freed by its end, go unwalked."""
+
 
 async def commit(regions: Regions, tx: LocalTransaction) -> None:
+    if len(tx.sends) < LARGE_COMMIT_SENDS:
+        await _commit(regions, tx)
+        return
+    with NoCollections():
+        await _commit(regions, tx)
+
+
+async def _commit(regions: Regions, tx: LocalTransaction) -> None:
     # Acks and sends become durable in one store batch: the commit is atomic (compatibility T1).
     ops: list[StoreOp] = []
     for ack in tx.acks:

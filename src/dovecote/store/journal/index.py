@@ -38,6 +38,7 @@ from typing import Any, Final
 import lmdb
 import msgpack
 
+from dovecote.core.collector import NoCollections
 from dovecote.core.destinations import destination_matches, parse_destination
 from dovecote.store.api import (
     AckSubscription,
@@ -49,7 +50,7 @@ from dovecote.store.api import (
     UpdateRedelivery,
 )
 from dovecote.store.journal.datafiles import Location
-from dovecote.store.journal.records import JournalOp, NoCollections, SequencedAdd, passing_through
+from dovecote.store.journal.records import JournalOp, SequencedAdd, passing_through
 
 _SEQ: Final = struct.Struct(">Q")
 _FILE: Final = struct.Struct(">I")
@@ -58,8 +59,7 @@ _QPOS: Final = struct.Struct(">QQ")
 _QSTAT: Final = struct.Struct(">QQ")
 _LIVE: Final = struct.Struct(">QQ")
 INDEX_VERSION: Final = 3
-"""1: no ``qseq``, ``qstat``, and ``msgs`` entries of six fields; 2: ``files`` values hold
-the count alone."""
+"""1: no ``qseq``, ``qstat``, ``msgs`` entries of six fields; 2: ``files`` hold counts alone."""
 MAP_SIZE: Final = 16 << 30  # address space only; LMDB files grow as needed
 _TOTALS_AT: Final = b"exact_totals_at"
 """Where ``qstat`` is true (see there). Once ``totals_at``: counts written by a dovecote that

@@ -3,7 +3,6 @@ and the msgpack encoding of the store's operations and of messages."""
 
 from __future__ import annotations
 
-import gc
 import io
 import re
 import struct
@@ -16,6 +15,7 @@ import msgpack
 # zlib-ng's CRC-32 is zlib's, bit for bit, and many times faster (SIMD).
 from zlib_ng.zlib_ng import crc32
 
+from dovecote.core.collector import NoCollections
 from dovecote.core.destinations import parse_destination
 from dovecote.core.message import Message
 from dovecote.core.records import pickle_by_fields
@@ -160,24 +160,6 @@ def decode_op(f: list[Any]) -> JournalOp:
 
 def encode_batch(ops: Sequence[JournalOp]) -> bytes:
     return frame_record(msgpack.packb([encode_op(op) for op in ops], use_bin_type=True))
-
-
-class NoCollections:
-    """``with NoCollections():`` around a synchronous burst of short-lived containers (a
-    batch's operations as lists, the index's entries for them): a collection in the middle
-    would only walk them and promote them to an older generation, for later collections
-    to walk again; once they are freed, the young generation's count is back down."""
-
-    def __init__(self) -> None:
-        self.collecting = False
-
-    def __enter__(self) -> None:
-        self.collecting = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.collecting:
-            gc.enable()
 
 
 class BatchEncoder:

@@ -10,11 +10,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from contract import msg
+import pytest
+from contract import Q, msg
 
 from dovecote.store.api import AddMessage
 from dovecote.store.journal import JournalPersistenceAdapter, datafiles
 from dovecote.store.journal.records import FILE_HEADER
+from dovecote.store.journal.threads import ReadAhead
 
 MIB = 1024 * 1024
 
@@ -54,21 +56,22 @@ def soon_resident(path: Path, start: int, end: int, within_s: float = 10.0) -> f
     return share
 
 
-def test_the_range_appends_go_to_is_read_ahead_and_a_group_too_big_for_the_file_rolls_first(
-    tmp_path: Path,
-) -> None:
+def test_a_large_groups_range_is_read_ahead_in_a_file_rolled_for_it(tmp_path: Path) -> None:
     files = datafiles.DataFiles(tmp_path, 16 * MIB)
     files.open_for_append()
     first = files.path(files.current_id)
-    # A fresh preallocated file: nothing of it is in the page cache until read or written.
-    assert resident_share(first, 4 * MIB, 8 * MIB) < 0.1
     files.append(b"x" * 4096)
-    files.prepare(MIB)
     position = files.position
-    assert soon_resident(first, position, position + MIB + datafiles.READ_AHEAD) == 1.0
+    files.prepare(MIB)  # small: left to its write
+    files.prepare(datafiles.READ_AHEAD_MIN)  # fits in the file
+    end = position + datafiles.READ_AHEAD_MIN
+    assert files.current_id == 1
+    assert soon_resident(first, position, end) == 1.0
+    # A fresh preallocated file: nothing of it is in the page cache until read or written.
+    assert resident_share(first, end, 16 * MIB) < 0.1
 
-    # Its pages read ahead, a group that will not fit starts its file before it is encoded,
-    # one preallocated to hold it.
+    # A group that will not fit starts its file before it is encoded, one preallocated to
+    # hold it, and the range it goes to is read ahead there.
     files.prepare(40 * MIB)
     assert files.current_id == 2 and files.position == FILE_HEADER.size
     second = files.path(2)
@@ -80,14 +83,29 @@ def test_the_range_appends_go_to_is_read_ahead_and_a_group_too_big_for_the_file_
     assert os.stat(second).st_size == FILE_HEADER.size + 40 * MIB
 
 
-async def test_the_store_reads_ahead_of_its_writes(tmp_path: Path) -> None:
-    store = JournalPersistenceAdapter(tmp_path, max_file_length=32 * MIB)
+async def test_the_store_reads_ahead_for_a_large_group_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[tuple[str, int, int]] = []
+    real_read = ReadAhead.read
+
+    def recorded(self: ReadAhead, path: Path, start: int, end: int) -> None:
+        asked.append((path.name, start, end))
+        real_read(self, path, start, end)
+
+    monkeypatch.setattr(ReadAhead, "read", recorded)
+    store = JournalPersistenceAdapter(tmp_path, max_file_length=4 * MIB)
     await store.start()
     try:
         await store.write([AddMessage(replace(msg(1), body=b"z" * 65536))])
-        files = store._files
-        assert files is not None
-        path, head = files.path(files.current_id), files.position
-        assert soon_resident(path, head, head + datafiles.READ_AHEAD // 2) == 1.0
+        assert asked == []
+        body = b"w" * MIB
+        await store.write([AddMessage(replace(msg(i), body=body)) for i in range(2, 12)])
+        ((name, start, end),) = asked
+        assert (name, start) == ("db-2.log", FILE_HEADER.size)
+        assert end - start >= 10 * MIB
+        assert [m.message_id for m in store.recover().queues[Q]] == [
+            msg(i).message_id for i in range(1, 12)
+        ]
     finally:
         await store.stop()

@@ -44,8 +44,8 @@ INLINE_SYNC_MAX_BYTES = 64 * 1024
 PROBE_ROOM = 4 * 1024 * 1024
 """The room a store whose writes failed wants in a new data file before it says it can
 write again (a file's full length may be more than the disk held even when empty)."""
-READ_AHEAD = 8 * 1024 * 1024
-"""How far past the next append ``prepare`` keeps the current file's pages read ahead."""
+READ_AHEAD_MIN = 8 * 1024 * 1024
+"""The groups ``prepare`` reads ahead for: this many bytes or more."""
 
 
 @dataclass(slots=True, unsafe_hash=True, order=True, init=False)
@@ -99,8 +99,6 @@ class DataFiles:
         self._syncer: SyncThread | None = None
         """Where slow fsyncs go (started the first time one is)."""
         self._read_ahead: ReadAhead | None = None
-        self._read_ahead_to = 0
-        """How far into the current file ``prepare`` has had pages read ahead."""
         self._data_ends: dict[int, int] = {}
         """Where each scanned file's data ends (a preallocated file is longer)."""
         self.damage: list[Damage] = []
@@ -150,7 +148,6 @@ class DataFiles:
         self._fd = fd
         self.current_id = file_id
         self.position = len(header)
-        self._read_ahead_to = self.position
         if file_id not in self.file_ids:
             self.file_ids.append(file_id)
         self._dirty.add(file_id)
@@ -163,27 +160,21 @@ class DataFiles:
             self._dirty.add(self.current_id)
 
     def prepare(self, size: int) -> None:
-        """About ``size`` bytes are to be appended next: a file a large group will not fit in
-        is rolled now (the next one preallocated to hold it), and a thread reads ahead the
-        range they and the next appends go to. Read, an unwritten range leaves zeroed pages
-        in the page cache for the appends to write over; without them the write itself
-        waits for new pages, which are slow to come on a VM that hands free memory back to
-        its host (docs/performance.md)."""
-        large = size >= READ_AHEAD  # (a small one: append rolls by its exact size)
-        if (
-            large
-            and self.position > FILE_HEADER.size
-            and self.position + size > self.max_file_length
-        ):
-            self._start_file(self.current_id + 1, length=FILE_HEADER.size + size)
-        wanted = self.position + size + READ_AHEAD // 2
-        if wanted <= self._read_ahead_to:
+        """About ``size`` bytes are to be appended next. A group this large is encoded in the
+        event loop for a while before it is written: meanwhile a thread reads the range it
+        will go to (a file it will not fit in is rolled now, the next one preallocated to
+        hold it). Read, an unwritten range leaves zeroed pages in the page cache for the
+        write to copy into; without them the write itself waits for new pages, which are
+        slow to come on a VM that hands free memory back to its host. A smaller group is
+        left to its write: read ahead, its pages would cost a zeroing and a copy more, for a
+        wait no longer than the read's (docs/performance.md)."""
+        if size < READ_AHEAD_MIN:
             return
-        start = max(self._read_ahead_to, self.position)
-        self._read_ahead_to = self.position + size + READ_AHEAD
+        if self.position > FILE_HEADER.size and self.position + size > self.max_file_length:
+            self._start_file(self.current_id + 1, length=FILE_HEADER.size + size)
         if self._read_ahead is None:
             self._read_ahead = ReadAhead()
-        self._read_ahead.read(self.path(self.current_id), start, self._read_ahead_to)
+        self._read_ahead.read(self.path(self.current_id), self.position, self.position + size)
 
     def append(self, *parts: bytes | memoryview) -> Location:
         """Write one record, given whole or in parts (written together, not joined)."""

@@ -103,7 +103,9 @@ print(len(collections), regions.queue(queue("big")).stats.enqueued)
 """
 
 
-@pytest.mark.parametrize("count", [transactions.LARGE_COMMIT_SENDS, 200])
+@pytest.mark.parametrize(
+    "count", [transactions.LARGE_COMMIT_SENDS, transactions.LARGE_COMMIT_SENDS - 1]
+)
 def test_a_large_commit_runs_with_the_collector_paused(tmp_path: Path, count: int) -> None:
     """The objects a large transaction's sends make on their way to the store and their
     queue, most of them freed by the commit's end, are not walked by collections in the

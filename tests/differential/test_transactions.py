@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from differ import Target
+from dovecote.broker.transactions import LARGE_COMMIT_SENDS
 from dovecote.client import ConnectionFactory, Message
 
 DLQ = "ActiveMQ.DLQ"
@@ -227,6 +228,49 @@ def test_a_receive_and_a_send_commit_or_roll_back_together(differ) -> None:
         {
             "rollback": {"job": ("job", False), "results": []},
             "commit": {"job": ("job", True), "results": ["done job"]},
+            "left": [],
+        },
+    )
+
+
+def a_large_transaction_commits_or_rolls_back_whole(target: Target) -> dict[str, object]:
+    """A transaction of more sends than LARGE_COMMIT_SENDS (dovecote commits it with the
+    collector paused) and a receive: rolled back, nothing of it went out and the request is
+    back; committed, every send arrives once, in order, and the request is gone."""
+    count = LARGE_COMMIT_SENDS + 200
+    url = target.url + "?jms.redeliveryPolicy.initialRedeliveryDelay=0"
+    with ConnectionFactory(url).create_connection() as conn:
+        conn.start()
+        plain = conn.create_session()
+        requests = plain.queue(f"{target.name}.in")
+        results = plain.queue(f"{target.name}.out")
+        plain.create_producer(requests).send("job")
+        tx = conn.create_session(transacted=True)
+        worker = tx.create_consumer(requests)
+        out = tx.create_producer(results)
+        watcher = plain.create_consumer(results)
+        outcome: dict[str, object] = {}
+        for decision in ("rollback", "commit"):
+            job = worker.receive(5)
+            for i in range(count):
+                out.send(f"r{i}")
+            getattr(tx, decision)()
+            seen = bodies(watcher, 1)
+            outcome[decision] = {
+                "job": (job.body, job.redelivered) if job else None,
+                "results": len(seen),
+                "in order": seen == [f"r{i}" for i in range(len(seen))],
+            }
+        outcome["left"] = bodies(worker, 0.5)
+        return outcome
+
+
+def test_a_large_transaction_commits_or_rolls_back_whole(differ) -> None:
+    differ(
+        a_large_transaction_commits_or_rolls_back_whole,
+        {
+            "rollback": {"job": ("job", False), "results": 0, "in order": True},
+            "commit": {"job": ("job", True), "results": LARGE_COMMIT_SENDS + 200, "in order": True},
             "left": [],
         },
     )

@@ -310,11 +310,12 @@ class JournalPersistenceAdapter:
         files = self._files
         assert files is not None
         syncs = self.disk_syncs and any(sync for _, sync in group)
-        if syncs and not files.syncs_inline(message_bytes(group)):
+        expected = message_bytes(group)
+        if syncs and not files.syncs_inline(expected):
             return False
         if self._index_due():
             return False  # the writer brings the index up to date after this group
-        files.prepare(message_bytes(group))
+        files.prepare(expected)
         start = files.head
         try:
             written, size = self._append(group)

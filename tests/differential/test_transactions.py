@@ -13,6 +13,7 @@ from dovecote.client import ConnectionFactory, Message
 DLQ = "ActiveMQ.DLQ"
 """Both brokers' shared dead-letter queue: a scenario reads only its own messages from it
 (a selector on the property ``scenario``), since the whole suite shares one of each broker."""
+NO_DELAY = "?jms.redeliveryPolicy.initialRedeliveryDelay=0"
 
 
 def bodies(consumer, wait: float = 1) -> list[object]:  # type: ignore[no-untyped-def]
@@ -44,8 +45,7 @@ def test_sends_are_seen_only_once_committed(differ) -> None:
 
 
 def a_rolled_back_receive_comes_again_redelivered(target: Target) -> list[tuple[object, ...]]:
-    url = target.url + "?jms.redeliveryPolicy.initialRedeliveryDelay=0"
-    with ConnectionFactory(url).create_connection() as conn:
+    with ConnectionFactory(target.url + NO_DELAY).create_connection() as conn:
         conn.start()
         session = conn.create_session()
         queue = session.queue(target.name)
@@ -195,20 +195,25 @@ def test_the_redelivery_delay_from_the_url_holds_the_message_back(differ) -> Non
     )
 
 
+def request_worker(conn, target: Target):  # type: ignore[no-untyped-def]
+    """A request ("job") waiting on ``<name>.in``; a transacted session with its consumer
+    there and its producer to ``<name>.out``, and a plain consumer watching ``<name>.out``:
+    (session, worker, producer, watcher)."""
+    conn.start()
+    plain = conn.create_session()
+    requests = plain.queue(f"{target.name}.in")
+    results = plain.queue(f"{target.name}.out")
+    plain.create_producer(requests).send("job")
+    tx = conn.create_session(transacted=True)
+    watcher = plain.create_consumer(results)
+    return tx, tx.create_consumer(requests), tx.create_producer(results), watcher
+
+
 def a_receive_and_a_send_commit_or_roll_back_together(target: Target) -> dict[str, object]:
     """Consume a request and send its result in one transaction: rolled back, the request
     is back and no result went out; committed, the request is gone and the result out."""
-    url = target.url + "?jms.redeliveryPolicy.initialRedeliveryDelay=0"
-    with ConnectionFactory(url).create_connection() as conn:
-        conn.start()
-        plain = conn.create_session()
-        requests = plain.queue(f"{target.name}.in")
-        results = plain.queue(f"{target.name}.out")
-        plain.create_producer(requests).send("job")
-        tx = conn.create_session(transacted=True)
-        worker = tx.create_consumer(requests)
-        out = tx.create_producer(results)
-        watcher = plain.create_consumer(results)
+    with ConnectionFactory(target.url + NO_DELAY).create_connection() as conn:
+        tx, worker, out, watcher = request_worker(conn, target)
         outcome: dict[str, object] = {}
         for decision in ("rollback", "commit"):
             job = worker.receive(5)
@@ -238,17 +243,8 @@ def a_large_transaction_commits_or_rolls_back_whole(target: Target) -> dict[str,
     collector paused) and a receive: rolled back, nothing of it went out and the request is
     back; committed, every send arrives once, in order, and the request is gone."""
     count = LARGE_COMMIT_SENDS + 200
-    url = target.url + "?jms.redeliveryPolicy.initialRedeliveryDelay=0"
-    with ConnectionFactory(url).create_connection() as conn:
-        conn.start()
-        plain = conn.create_session()
-        requests = plain.queue(f"{target.name}.in")
-        results = plain.queue(f"{target.name}.out")
-        plain.create_producer(requests).send("job")
-        tx = conn.create_session(transacted=True)
-        worker = tx.create_consumer(requests)
-        out = tx.create_producer(results)
-        watcher = plain.create_consumer(results)
+    with ConnectionFactory(target.url + NO_DELAY).create_connection() as conn:
+        tx, worker, out, watcher = request_worker(conn, target)
         outcome: dict[str, object] = {}
         for decision in ("rollback", "commit"):
             job = worker.receive(5)

@@ -36,6 +36,7 @@ MODULES = [
     "dovecote/core/ids.py",
     "dovecote/core/message.py",
     "dovecote/core/selector.py",
+    "dovecote/core/stream_blocks.py",
     "dovecote/protocol/openwire/ack_frames.py",
     "dovecote/protocol/openwire/bigendian.py",
     "dovecote/protocol/openwire/codec.py",

@@ -265,6 +265,26 @@ def test_a_large_frame_over_many_chunks_comes_out_whole_with_the_frames_around_i
     assert got == [b"\x1ebefore", big, b"\x1eafter"]
 
 
+def test_the_reader_says_how_much_of_a_large_frame_is_still_to_come() -> None:
+    """What the client's reader asks the socket for (the rest of a large frame in one call,
+    not 8 KiB at a time): the bytes the frame in progress lacks, none between frames."""
+    big = bytes(range(256)) * 4096  # 1 MiB
+    stream = len(big).to_bytes(4, "big") + big + (6).to_bytes(4, "big") + b"\x1eafter"
+    reader = FrameReader()
+    assert reader.wanted == 0
+    reader.receive_data(stream[:8192])
+    assert reader.next_frame() is NEED_DATA
+    assert reader.wanted == 4 + len(big) - 8192
+    reader.receive_data(stream[8192:100_000])
+    assert reader.next_frame() is NEED_DATA
+    assert reader.wanted == 4 + len(big) - 100_000
+    reader.receive_data(stream[100_000 : 4 + len(big)])
+    assert reader.wanted == 0
+    assert reader.next_frame() == big
+    reader.receive_data(stream[4 + len(big) :])
+    assert (reader.next_frame(), reader.wanted) == (b"\x1eafter", 0)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(min_size=1, max_size=300))
 def test_random_bodies_give_structures_or_protocol_errors(body: bytes) -> None:

@@ -42,6 +42,8 @@ trace = logging.getLogger("dovecote.client.trace")
 HOLD_BYTES = 256 * 1024
 """Frames held back for one write (``oneway(..., flush=False)``) are written once this many
 bytes wait, or with the next frame that is not held."""
+MAX_READ = 4 << 20
+"""The most one read asks the socket for (what a large frame still lacks, up to this)."""
 
 
 class JMSError(Exception):
@@ -274,7 +276,10 @@ class ClientTransport:
         try:
             while not self._closed.is_set():
                 try:
-                    data = self._tls.recv(size) if self._tls else self._sock.recv(size)
+                    # The rest of a large frame in one call where the socket has it (a
+                    # Spark read's 4 MiB blocks came 8 KiB a call).
+                    wanted = max(size, min(self.frames.wanted, MAX_READ))
+                    data = self._tls.recv(wanted) if self._tls else self._sock.recv(wanted)
                 except (BlockingIOError, TimeoutError):
                     continue  # soTimeout passed: as in Java, a read timeout is no error
                 if data is None:

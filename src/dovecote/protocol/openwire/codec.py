@@ -131,6 +131,12 @@ class FrameReader:
         self._pending_size = 0
         self._wanted = 0
 
+    @property
+    def wanted(self) -> int:
+        """How many bytes the frame in progress still lacks (0: none is in progress, or
+        its size has not come yet)."""
+        return self._wanted - self._pending_size if self._wanted else 0
+
     def next_frame(self) -> bytes | _Event:
         """The next frame's type byte and body, or NEED_DATA."""
         if self._failed is not None:

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -36,6 +35,14 @@ from dovecote.store.api import (
 )
 from dovecote.store.groupcommit import GroupWriter, written
 from dovecote.store.health import INDEX
+from dovecote.store.journal.catchup import (
+    CATCH_UP_SLICE_OPS,
+    INDEX_AT_ONCE_BYTES,
+    INDEX_AT_ONCE_BYTES_PER_ADD,
+    INDEX_DELAY_OPS,
+    INDEX_DELAY_S,
+    slices,
+)
 from dovecote.store.journal.compaction import compaction_ops
 from dovecote.store.journal.damage import (
     INDEX_DAMAGE,
@@ -45,6 +52,7 @@ from dovecote.store.journal.damage import (
     usable_index,
 )
 from dovecote.store.journal.datafiles import DamagedRecordError, DataFiles, Location
+from dovecote.store.journal.filelock import take_lock
 from dovecote.store.journal.index import INDEX_VERSION, Index
 from dovecote.store.journal.records import (
     RECORD_HEADER,
@@ -64,21 +72,7 @@ from dovecote.store.journal.recovery import read_back
 log = logging.getLogger("dovecote.store.journal")
 
 DEFAULT_MAX_FILE_LENGTH: Final = 32 * 1024 * 1024
-LOCK_POLL_S: Final = 0.5
 REPLAY_TXN_RECORDS: Final = 1000
-INDEX_DELAY_S: Final = 0.02
-"""How long written groups may wait for the index to catch up with them. Each catch-up is
-an LMDB transaction whose cost is mostly fixed: at a few ms a lone sync producer paid one
-every few messages (docs/performance.md)."""
-INDEX_DELAY_OPS: Final = 256
-"""... or how many operations: past this many the writer applies them at once (kept small:
-a larger catch-up's pause shows in transacted batches' p99)."""
-INDEX_AT_ONCE_BYTES: Final = 64 * 1024
-"""A group whose records are larger than this is applied at once if mostly bodies: ..."""
-INDEX_AT_ONCE_BYTES_PER_ADD: Final = 16 * 1024
-"""... more than this many bytes per message added. A commit of a hundred 1 KiB messages is
-as large, but its adds are index work that waits, and one consumed before the catch-up never
-reaches the index (applied at once, the index took much of transacted batches' cost)."""
 
 
 class StoreLockedError(Exception):
@@ -117,6 +111,9 @@ class JournalPersistenceAdapter:
         self._unapplied_head: Location | None = None
         self._catch_up_timer: asyncio.TimerHandle | asyncio.Handle | None = None
         self._catch_up_due = 0.0
+        self._catching_up: Generator[None, None, None] | None = None
+        """A catch-up the writer left between two slices (its transaction open; nothing is
+        written until it ends: the writer alone writes)."""
         self._index_changed = True
         """The index moved since the last checkpoint (live counts change only then)."""
         self._paging: dict[Location, PagedRecord] = {}
@@ -126,7 +123,7 @@ class JournalPersistenceAdapter:
 
     async def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        await self._take_lock()
+        self._lock_fd = await take_lock(self.directory)
         self._open()
         self._writer.start()
 
@@ -158,27 +155,6 @@ class JournalPersistenceAdapter:
             index.mark_applied(txn, files.head)
         self._next_seq = index.last_seq() + 1
 
-    async def _take_lock(self) -> None:
-        fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        waiting = False
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if not waiting:
-                        log.info("store %s is locked by another broker; waiting as a slave",
-                                 self.directory)  # fmt: skip
-                        waiting = True
-                    await asyncio.sleep(LOCK_POLL_S)
-        except BaseException:  # cancelled while waiting: a slave told to stop
-            os.close(fd)
-            raise
-        if waiting:
-            log.info("store %s lock acquired; this broker is now the master", self.directory)
-        self._lock_fd = fd
-
     def _open_index(self) -> Index:
         assert self._files is not None
         path = self.directory / "index"
@@ -201,6 +177,8 @@ class JournalPersistenceAdapter:
         if not isinstance(exc, INDEX_DAMAGE):
             raise exc
         log.warning("journal index is damaged (%s); rebuilding it from the journal", exc)
+        if self._catching_up is not None:
+            self._catching_up.close()  # (its transaction aborted; the replay applies it)
         if self._index is not None:
             with contextlib.suppress(lmdb.Error):
                 self._index.env.close()
@@ -374,19 +352,36 @@ class JournalPersistenceAdapter:
         )
 
     def _catch_up(self) -> None:
-        """Apply every written group the index has not seen, in one transaction. Runs in
-        the writer between groups, and before any read of the index."""
-        index = self._index
-        assert index is not None
-        if self._unapplied_head is None:
-            return
+        """Apply every written group the index has not seen, in one transaction: in the writer
+        between groups, and before any read of the index (finishing one left between slices)."""
+        if self._catching_up is None:
+            if self._unapplied_head is None:
+                return
+            self._catching_up = self._applying(0)
+        for _ in self._catching_up:
+            pass
+
+    async def _catch_up_by_slices(self) -> None:
+        """A slice at a time, the loop's other work between (a crash: all left to replay)."""
+        self._catching_up = self._catching_up or self._applying(CATCH_UP_SLICE_OPS)
+        for _ in self._catching_up:
+            await asyncio.sleep(0)
+
+    def _applying(self, ops_per_slice: int) -> Generator[None, None, None]:
+        """The catch-up, pausing (yielding) between slices of ``ops_per_slice`` (0: none)."""
+        index, head = self._index, self._unapplied_head
+        assert index is not None and head is not None
         txn = index.begin()
         try:
-            index.apply_records(txn, self._unapplied)
-            index.mark_applied(txn, self._unapplied_head)
+            for i, piece in enumerate(slices(self._unapplied, ops_per_slice)):
+                if i:
+                    yield
+                index.apply_records(txn, piece)
+            index.mark_applied(txn, head)
             index.commit(txn)
         except lmdb.Error as exc:
             index.abort(txn)
+            self._catching_up = None
             if isinstance(exc, INDEX_DAMAGE):
                 self._rebuild_index(exc)  # which applies these records too
                 return
@@ -395,9 +390,11 @@ class JournalPersistenceAdapter:
             reason = f"the store's index could not be updated: {exc}"
             self._writer.health.failed(INDEX, reason)
             raise StoreFailedError(reason) from exc
-        except BaseException:
+        except BaseException:  # (GeneratorExit too: a catch-up abandoned, as by a rebuild)
             index.abort(txn)
             raise
+        finally:
+            self._catching_up = None
         self._writer.health.repaired(INDEX)
         self._all_applied()
         self._index_changed = True
@@ -423,7 +420,10 @@ class JournalPersistenceAdapter:
             # Those just woken go first (a commit's enqueue and answer): the index is a view.
             await asyncio.sleep(0)
             try:
-                self._catch_up()
+                if self._unapplied_ops > CATCH_UP_SLICE_OPS:
+                    await self._catch_up_by_slices()
+                else:
+                    self._catch_up()
             except StoreFailedError:
                 return  # logged; the next group tries again
         # Whoever brought the index up to date (this, a large group, a read), the files it

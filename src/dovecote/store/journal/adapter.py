@@ -46,33 +46,29 @@ from dovecote.store.journal.catchup import (
 from dovecote.store.journal.compaction import compaction_ops
 from dovecote.store.journal.damage import (
     INDEX_DAMAGE,
-    LostInReplay,
     check_journal,
     forget_lost,
     usable_index,
 )
 from dovecote.store.journal.datafiles import DamagedRecordError, DataFiles, Location
 from dovecote.store.journal.filelock import take_lock
-from dovecote.store.journal.index import INDEX_VERSION, Index
+from dovecote.store.journal.index import Index
 from dovecote.store.journal.records import (
-    RECORD_HEADER,
     BatchEncoder,
     JournalOp,
     PagedRecord,
     SequencedAdd,
     batch_adds,
-    decode_batch,
     group_records,
     message_bytes,
     sequence,
     with_counter,
 )
-from dovecote.store.journal.recovery import read_back
+from dovecote.store.journal.recovery import index_matches, read_back, replay
 
 log = logging.getLogger("dovecote.store.journal")
 
 DEFAULT_MAX_FILE_LENGTH: Final = 32 * 1024 * 1024
-REPLAY_TXN_RECORDS: Final = 1000
 
 
 class StoreLockedError(Exception):
@@ -135,7 +131,7 @@ class JournalPersistenceAdapter:
         if self.check_files:
             check_journal(self._files, self._index)
         try:
-            self._replay()
+            replay(self._files, self._index)
         except lmdb.Error as exc:  # a page LMDB finds damaged while replay writes
             self._rebuild_index(exc)
         self._files.open_for_append()
@@ -162,7 +158,7 @@ class JournalPersistenceAdapter:
             return self._new_index()
         try:
             index = Index(str(path))
-            if self._consistent(index):
+            if index_matches(self._files, index):
                 return index
             index.env.close()
             log.warning("journal index at %s does not match the journal; rebuilding it", path)
@@ -184,7 +180,8 @@ class JournalPersistenceAdapter:
                 self._index.env.close()
         self._all_applied()  # (written groups not applied yet: the replay applies them)
         self._index = self._new_index()
-        self._replay()
+        assert self._files is not None
+        replay(self._files, self._index)
         with self._index.env.begin(write=True) as txn:
             self._index.mark_version(txn)
         self._index_changed = True
@@ -196,47 +193,6 @@ class JournalPersistenceAdapter:
 
             shutil.rmtree(path, ignore_errors=True)
         return Index(str(path))
-
-    def _consistent(self, index: Index) -> bool:
-        assert self._files is not None
-        applied = index.applied()
-        if applied is None:
-            return True  # a new index: replay everything
-        if index.version() != INDEX_VERSION:
-            return False  # laid out by an older dovecote
-        if applied.file_id not in self._files.file_ids:
-            return False
-        return applied.offset <= self._files.path(applied.file_id).stat().st_size
-
-    def _replay(self) -> None:
-        """Apply the journal after the index's ``applied`` position (all of it for a new
-        index) through the same path live writes take."""
-        files, index = self._files, self._index
-        assert files is not None and index is not None
-        start = index.applied()
-        count = 0
-        lost = LostInReplay(files.damage)
-        txn = index.begin()
-        try:
-            for file_id in files.file_ids:
-                index.note_file(txn, file_id)
-            for location, payload in files.scan(start):
-                ops = decode_batch(payload)
-                lost.applying(ops)
-                index.apply(txn, ops, location)
-                end = location.offset + RECORD_HEADER.size + len(payload)
-                index.mark_applied(txn, Location(location.file_id, end))
-                count += 1
-                if count % REPLAY_TXN_RECORDS == 0:
-                    index.commit(txn)
-                    txn = index.begin()
-            index.commit(txn)
-        except BaseException:
-            index.abort(txn)
-            raise
-        lost.report()
-        if count:
-            log.info("journal replay applied %d records after the last checkpoint", count)
 
     async def stop(self) -> None:
         await self._writer.stop()

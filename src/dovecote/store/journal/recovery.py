@@ -1,17 +1,30 @@
 """Reading the journal store back whole: ``recover`` (every message, for a broker that does
 not page), and the messages durable subscriptions wait for at a paged start. Each message is
 found by its index entry, each data file read whole once (messages lie in about the order
-of their seqs); what cannot be read back is reported lost by ``forget``."""
+of their seqs); what cannot be read back is reported lost by ``forget``. And bringing the
+index up to date with the journal at start (``replay``)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from typing import Final
 
 from dovecote.core.message import Message
 from dovecote.store.api import RecoveredState, RecoveredSubscription
+from dovecote.store.journal.damage import LostInReplay
 from dovecote.store.journal.datafiles import DamagedRecordError, DataFiles, Location
-from dovecote.store.journal.index import Index
-from dovecote.store.journal.records import added_messages, with_counter
+from dovecote.store.journal.index import INDEX_VERSION, Index
+from dovecote.store.journal.records import (
+    RECORD_HEADER,
+    added_messages,
+    decode_batch,
+    with_counter,
+)
+
+log = logging.getLogger("dovecote.store.journal")
+
+REPLAY_TXN_RECORDS: Final = 1000
 
 Forget = Callable[[str, list[int], str], object]
 """Drops messages that cannot be read back (where, their seqs, why), with a log line."""
@@ -83,3 +96,44 @@ def read_back(files: DataFiles, index: Index, queues: bool, forget: Forget) -> R
     for where, seqs in lost.items():
         forget(where, sorted(set(seqs)), damaged[where])
     return state
+
+
+def index_matches(files: DataFiles, index: Index) -> bool:
+    """Whether ``index`` can be brought up to date by replaying the journal's tail."""
+    applied = index.applied()
+    if applied is None:
+        return True  # a new index: replay everything
+    if index.version() != INDEX_VERSION:
+        return False  # laid out by an older dovecote
+    if applied.file_id not in files.file_ids:
+        return False
+    return applied.offset <= files.path(applied.file_id).stat().st_size
+
+
+def replay(files: DataFiles, index: Index) -> None:
+    """Apply the journal after the index's ``applied`` position (all of it for a new
+    index) through the same path live writes take."""
+    start = index.applied()
+    count = 0
+    lost = LostInReplay(files.damage)
+    txn = index.begin()
+    try:
+        for file_id in files.file_ids:
+            index.note_file(txn, file_id)
+        for location, payload in files.scan(start):
+            ops = decode_batch(payload)
+            lost.applying(ops)
+            index.apply(txn, ops, location)
+            end = location.offset + RECORD_HEADER.size + len(payload)
+            index.mark_applied(txn, Location(location.file_id, end))
+            count += 1
+            if count % REPLAY_TXN_RECORDS == 0:
+                index.commit(txn)
+                txn = index.begin()
+        index.commit(txn)
+    except BaseException:
+        index.abort(txn)
+        raise
+    lost.report()
+    if count:
+        log.info("journal replay applied %d records after the last checkpoint", count)

@@ -38,6 +38,8 @@ RATE_SAMPLES = 120
 """Ten minutes of samples."""
 MAX_FIND = 100_000
 """A message is looked for among this many of its queue's."""
+CLOSE_WAIT_S = 2.0
+"""How long closing a connection waits for the broker to have removed it before answering."""
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -216,6 +218,12 @@ def action_routes(broker: Broker, history: RateHistory) -> list[Route]:
         connection_id = request.path_params["connection_id"]
         if not broker.close_connection(connection_id):
             return error(404, f"no open connection {connection_id}")
+        # Its transport removes it a few turns after the socket closes: answered once it has
+        # (the console lists the connections again at the answer), or after CLOSE_WAIT_S.
+        for _ in range(int(CLOSE_WAIT_S / 0.01)):
+            if all(c.connection_id != connection_id for c in broker.query.connections()):
+                break
+            await asyncio.sleep(0.01)
         return JSONResponse({"closed": connection_id})
 
     async def rates(request: Request) -> Response:

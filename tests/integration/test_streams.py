@@ -12,6 +12,7 @@ import pytest
 
 from brokers import running_broker
 from dovecote.client import ConnectionFactory, JMSError, Message
+from dovecote.client.message import AckMode
 from dovecote.client.streams import SEQUENCE, StreamClient
 from dovecote.core.destinations import queue, topic
 
@@ -54,6 +55,35 @@ def test_plan_read_commit_and_restart(tmp_path: Path) -> None:
             assert recovered[4] > last_before_restart  # and never reused
             assert stream.commit(recovered[-1]) == 5
             assert stream.plan(after=0).count == 0
+
+
+def test_plans_and_ranges_hold_what_a_consumer_has_in_flight_in_sequence_order(
+    tmp_path: Path,
+) -> None:
+    """A consumer holding the first messages unacknowledged (and a later one sent at a
+    higher priority, dispatched first): plans count them and ranges give them, in the
+    broker's sequence order, among those still waiting."""
+    name = queue(f"stream.{uuid.uuid4().hex[:8]}")
+    with running_broker(workdir=tmp_path) as broker:
+        url = f"tcp://127.0.0.1:{broker.openwire_port}"
+        send(url, name, [f"m{i}" for i in range(6)])
+        with ConnectionFactory(url).create_connection() as connection:
+            connection.start()
+            session = connection.create_session(ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+            session.create_producer(name).send(Message("urgent"), priority=9)
+            holder = session.create_consumer(name, prefetch=3)
+            held = [holder.receive(5) for _ in range(3)]
+            assert [m.body for m in held if m is not None] == ["urgent", "m0", "m1"]
+            with StreamClient(url, name) as stream:
+                everything = stream.plan(after=0)
+                assert everything.count == 7
+                first = stream.plan(after=0, max_messages=4, splits=2)
+                assert first.count == 4
+                read = [m.body for lo, hi in pairwise(first.bounds) for m in stream.read(lo, hi)]
+                assert read == ["m0", "m1", "m2", "m3"]
+                rest = [m.body for m in stream.read(first.end, everything.end)]
+                assert rest == ["m4", "m5", "urgent"]
+                assert stream.plan(after=first.end).count == 3
 
 
 def test_a_topic_through_a_durable_subscription(tmp_path: Path) -> None:

@@ -110,6 +110,7 @@ def test_a_dispatch_written_from_the_message_is_the_marshalled_structure(
             # Twice: the second from the ids and destinations it encoded the first time.
             assert frames.frame(dispatch) == expected
             assert frames.frame(dispatch) == expected
+            assert b"".join(frames.frame_parts(dispatch)) == expected
             parsed = marshaller.parse_body(expected[4:])
             assert parsed.type == t.MESSAGE_DISPATCH
 
@@ -172,3 +173,31 @@ def test_the_id_reads_back_whole_and_carries_its_text_only_when_its_parts_do_not
     message_id = parsed["message"]["messageId"]
     assert message_id_text(message_id) == MESSAGES[name].message_id
     assert (message_id.get("textView") is None) == (name in SPELLED)
+
+
+def test_a_large_content_is_handed_out_apart_from_the_rest_of_its_frame() -> None:
+    """frame_parts: the very bytes object of the content between the frame's other bytes
+    (not copied), for a large body as for the general path's messages (one part)."""
+    converter = OpenWireConverter(ConnectionId("ID:client-7"), "broker")
+    marshaller = Marshaller()
+    frames = DispatchFrames(converter, marshaller)
+    consumer_id = registered(converter)
+    block = bytes(range(256)) * 1024
+    text = "é, 😀 and so on. ".encode() * 4096
+    for body, body_type in ((block, BodyType.BYTES), (text, BodyType.TEXT)):
+        message = Message(f"{PRODUCER}:10", queue("a"), body, body_type, properties={"n": 1})
+        dispatch = MessageDispatch(consumer_id, message, 3)
+        parts = frames.frame_parts(dispatch)
+        assert b"".join(parts) == marshaller.frame(converter.on_dispatch(dispatch))
+        assert len(parts) == 3 and len(parts[0]) + len(parts[2]) < 400
+    assert parts[1] is not text  # (a text goes as its Java form, made for the frame)
+    message = Message(f"{PRODUCER}:11", queue("a"), block, BodyType.BYTES)
+    assert frames.frame_parts(MessageDispatch(consumer_id, message, 5))[1] is block
+    advisory = Message(
+        "ID:advisory:1",
+        topic("ActiveMQ.Advisory.Queue"),
+        b"",
+        data_structure=DestinationInfo(ConnectionId("ID:c"), queue("q"), add=True),
+    )
+    dispatch = MessageDispatch(consumer_id, advisory, 4)
+    assert frames.frame_parts(dispatch) == [marshaller.frame(converter.on_dispatch(dispatch))]

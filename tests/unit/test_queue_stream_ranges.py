@@ -19,11 +19,13 @@ def filled() -> Queue:
     return q
 
 
-def test_a_range_is_every_pending_entry_in_it_whatever_its_place() -> None:
+def test_a_range_is_every_pending_entry_in_it_whatever_its_place_in_sequence_order() -> None:
     q = filled()
-    assert sorted(e.message.sequence for e in q.pending_between(2, 6)) == [3, 4, 5, 6]
+    assert [e.message.sequence for e in q.pending_between(2, 6)] == [3, 4, 5, 6]
     assert q.pending_between(8, 100) == []
-    assert sorted(q.pending_sequences()) == list(range(1, 9))
+    assert q.pending_sequences() == list(range(1, 9))
+    assert q.pending_sequences(2, 6) == [3, 4, 5, 6]
+    assert q.pending_sequences(after=6) == [7, 8]
 
 
 def test_removing_through_a_sequence_takes_exactly_those_and_keeps_the_order_of_the_rest() -> None:

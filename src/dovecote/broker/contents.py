@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from dovecote.broker import durables
 from dovecote.broker.consumer import Consumer, Entry, release_all
-from dovecote.broker.queue import Queue
+from dovecote.broker.queue import NO_SEQUENCE_LIMIT, Queue
 from dovecote.broker.regions import Regions
 from dovecote.broker.topic import TopicSubscription
 from dovecote.core.commands import RemoveSubscriptionInfo
@@ -114,18 +114,27 @@ class Contents:
         return queue
 
     async def sequences(
-        self, destination: Destination, subscription: Subscription | None = None
+        self,
+        destination: Destination,
+        subscription: Subscription | None = None,
+        after: int = 0,
+        up_to: int = NO_SEQUENCE_LIMIT,
     ) -> list[int]:
-        """The sequence numbers of everything a queue, or a durable subscription to a
-        topic, holds (waiting or in flight), in order. Makes the queue or subscription when
-        it does not exist yet: a stream reader starts here."""
+        """The sequence numbers of what a queue, or a durable subscription to a topic, holds
+        (waiting or in flight) with ``after < sequence <= up_to``, in order. Makes the queue
+        or subscription when it does not exist yet: a stream reader starts here."""
         origin = await self._origin(destination, subscription, create=True)
         if isinstance(origin, Queue):
-            sequences = origin.pending_sequences()
-            sequences.extend(e.message.sequence for e in _inflight(origin.consumers))
+            sequences = origin.pending_sequences(after, up_to)
+            inflight = [e.message.sequence for e in _inflight(origin.consumers)]
+            held = [s for s in inflight if after < s <= up_to]
+            if not held:
+                return sequences  # (in order already)
+            sequences.extend(held)
         else:
-            sequences = [entry.message.sequence for entry in _held(origin)]
-        sequences.sort()  # (numbers, not entries by key: mostly in order already)
+            sequences = [e.message.sequence for e in _held(origin)]
+            sequences = [s for s in sequences if after < s <= up_to]
+        sequences.sort()
         return sequences
 
     async def messages(
@@ -135,13 +144,16 @@ class Contents:
         origin = await self._origin(destination, subscription, create=False)
         # Only the range is sorted: a Spark batch's partitions each ask for a part of it.
         if isinstance(origin, Queue):
-            chosen = origin.pending_between(after, up_to)
-            chosen.extend(
+            chosen = origin.pending_between(after, up_to)  # (in order)
+            inflight = [
                 e for e in _inflight(origin.consumers) if after < e.message.sequence <= up_to
-            )
+            ]
+            if inflight:
+                chosen.extend(inflight)
+                chosen.sort(key=_sequence)
         else:
             chosen = [e for e in _held(origin) if after < e.message.sequence <= up_to]
-        chosen.sort(key=_sequence)
+            chosen.sort(key=_sequence)
         return [entry.full_message() for entry in chosen]
 
     async def remove_through(

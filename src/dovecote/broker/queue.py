@@ -28,6 +28,8 @@ from dovecote.core.message import Message
 from dovecote.store.api import QueuePage, QueuePosition
 
 PAGE_SIZE = 200
+NO_SEQUENCE_LIMIT = 1 << 62
+"""Above every broker sequence number (``pending_sequences`` without an upper bound)."""
 _PRIORITIES = range(9, -1, -1)
 
 
@@ -141,17 +143,28 @@ class Queue:
         return [e.full_message() for e in entries]
 
     def pending_between(self, after: int, up_to: int) -> list[Entry]:
-        """Pending entries with ``after < sequence <= up_to``, in no particular order (a
-        stream reader's range: here, compiled, a 100,000-message backlog's walk is short)."""
-        return [
+        """Pending entries with ``after < sequence <= up_to``, in sequence order (a stream
+        reader's range: here, compiled, a 100,000-message backlog's walk is short)."""
+        chosen = [
             entry
             for bucket in self._pending
             for entry in bucket
             if after < entry.message.sequence <= up_to
         ]
+        chosen.sort(key=_by_sequence)
+        return chosen
 
-    def pending_sequences(self) -> list[int]:
-        return [entry.message.sequence for bucket in self._pending for entry in bucket]
+    def pending_sequences(self, after: int = 0, up_to: int = NO_SEQUENCE_LIMIT) -> list[int]:
+        """The sequence numbers of the pending entries with ``after < sequence <= up_to``,
+        in order (a stream reader's plan)."""
+        sequences = [
+            entry.message.sequence
+            for bucket in self._pending
+            for entry in bucket
+            if after < entry.message.sequence <= up_to
+        ]
+        sequences.sort()  # (mostly in order already: one pass)
+        return sequences
 
     def remove_pending_through(self, up_to: int) -> list[Entry]:
         """``remove_pending`` of the entries with ``sequence <= up_to`` (a stream commit)."""
@@ -304,6 +317,10 @@ class Queue:
 
 def _by_seq(entry: Entry) -> int:
     return entry.seq
+
+
+def _by_sequence(entry: Entry) -> int:
+    return entry.message.sequence
 
 
 def _by_consumer_priority(consumer: Consumer) -> int:

@@ -218,8 +218,8 @@ class StreamPlugin(AnsweringPlugin):
         watermark = self.broker.query.sequence_watermark()
         up_to = min(_int(props, "upTo", watermark), watermark)
         splits = max(1, _int(props, "splits", 1))
-        held = await self.broker.contents.sequences(target, _subscription(request, target))
-        sequences = [s for s in held if after < s <= up_to]
+        subscription = _subscription(request, target)
+        sequences = await self.broker.contents.sequences(target, subscription, after, up_to)
         if limit > 0:
             sequences = sequences[:limit]
         bounds = _bounds(after, sequences, splits)

@@ -235,16 +235,17 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.max_per_batch) if self.max_per_batch > 0 else ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
-        # Spark asks for the next batch only once the batch ending at ``start`` has finished
-        # (its sink output committed), but calls commit() for it only when it goes on to run
-        # a new batch. Committing ``start`` here frees the broker of the last batch's
-        # messages even when no new batch follows. It is idempotent, like commit().
-        if start["sequence"] > self._committed:
-            self.commit(start)
         most = limit.max_rows if isinstance(limit, ReadMaxRows) else 0
         plan = self._stream().plan(after=start["sequence"], max_messages=most,
                                    up_to=self._target, splits=self.num_partitions)  # fmt: skip
         self._planned = (start["sequence"], plan)
+        # Spark asks for the next batch only once the batch ending at ``start`` has finished
+        # (its sink output committed), but calls commit() for it only when it goes on to run
+        # a new batch. Committing ``start`` here frees the broker of the last batch's
+        # messages even when no new batch follows. It is idempotent, like commit(). (After
+        # the plan, which needs none of it: the broker answers that first.)
+        if start["sequence"] > self._committed:
+            self.commit(start)
         if plan.end == start["sequence"]:
             # Nothing new: the query may end here (availableNow does), and Spark does not wait
             # for stop(); the last batch's removal is done before this answer.
@@ -253,7 +254,9 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         # What is there now, in batches of maxMessagesPerBatch; nothing that comes later.
+        # (This plan made the subscription, as initialOffset's would.)
         self._target = self._stream().plan(after=0).end
+        self._planned_once = True
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[SequenceRange]:
         after, up_to = start["sequence"], end["sequence"]

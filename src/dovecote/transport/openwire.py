@@ -48,7 +48,7 @@ from dovecote.protocol.openwire import (
 from dovecote.protocol.openwire.ack_frames import AckFrames
 from dovecote.protocol.openwire.bigendian import i32
 from dovecote.protocol.openwire.converter import OpenWireConverter, OpenWireRequest
-from dovecote.protocol.openwire.dispatch_frames import DispatchFrames
+from dovecote.protocol.openwire.dispatch_frames import LARGE_CONTENT, DispatchFrames
 from dovecote.protocol.openwire.schema import (
     BROKER_INFO,
     COMMANDS,
@@ -420,7 +420,11 @@ class OpenWireConnection:
             self.out.flush()
 
     def _on_dispatch(self, dispatch: MessageDispatch) -> None:
-        self.out.write(self.dispatch_frames.frame(dispatch))
+        message = dispatch.message
+        if message is not None and len(message.body) >= LARGE_CONTENT:
+            self.out.write_parts(self.dispatch_frames.frame_parts(dispatch))
+        else:
+            self.out.write(self.dispatch_frames.frame(dispatch))
 
     def _write(self, structure: Structure) -> None:
         self.out.write(self.marshaller.frame(structure))

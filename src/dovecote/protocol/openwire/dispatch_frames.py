@@ -70,8 +70,14 @@ _MESSAGE_TYPE_HEADS: Final = {
 }
 
 
+LARGE_CONTENT: Final = 64 * 1024
+"""From this size on, a message's content goes to the socket as it is, beside its frame's
+other bytes (``frame_parts``), not copied into a frame of its own."""
+
+
 class DispatchFrames:
-    """Writes one connection's MessageDispatch frames; ``frame`` is its only entry point."""
+    """Writes one connection's MessageDispatch frames: ``frame``, or for a message of
+    ``LARGE_CONTENT`` or more ``frame_parts``."""
 
     def __init__(self, converter: OpenWireConverter, marshaller: Marshaller) -> None:
         self.converter = converter
@@ -84,8 +90,24 @@ class DispatchFrames:
         self._spelled: dict[str, bool] = {}  # producer text -> its structure gives it back
         self._last_producer: str | None = None
         self._last_producer_bytes = _NULL
+        self._content_apart: bytes | None = None
+        self._content_at = 0
 
-    def frame(self, dispatch: MessageDispatch) -> bytes:
+    def frame_parts(self, dispatch: MessageDispatch) -> list[bytes]:
+        """The frame's bytes as [before the content, the content, after it], which written
+        one after the other are ``frame``'s (a Spark read's 4 MiB block is not copied)."""
+        frame = self.frame(dispatch, content_apart=True)
+        content, self._content_apart = self._content_apart, None
+        if content is None:
+            return [frame]  # (the general path: one frame)
+        at = self._content_at
+        return [frame[:at], content, frame[at:]]
+
+    def frame(self, dispatch: MessageDispatch, content_apart: bool = False) -> bytes:
+        """The frame; with ``content_apart``, without the content's bytes (for
+        ``frame_parts``, which finds them and their place in ``_content_apart`` and
+        ``_content_at``)."""
+        self._content_apart = None
         m = dispatch.message
         if (
             m is None
@@ -137,6 +159,10 @@ class DispatchFrames:
         kind = _string_or_null(m.type)
         content_head = _bytes_head(content)
         content_bytes = content or b""
+        content_size = len(content_bytes)
+        if content_apart:
+            self._content_apart = content_bytes
+            content_bytes = b""
         properties_head = _bytes_head(properties)
         properties_bytes = properties or b""
         redelivered = m.redelivery_counter
@@ -161,13 +187,19 @@ class DispatchFrames:
             + len(reply_to)
             + len(kind)
             + len(content_head)
-            + len(content_bytes)
+            + content_size
             + len(properties_head)
             + len(properties_bytes)
             + len(user_id)
             + len(tail)
         )
         head = ((size << 8) | t.MESSAGE_DISPATCH).to_bytes(5, "big")
+        if content_apart:
+            self._content_at = 4 + size - content_size - (
+                len(properties_head) + len(properties_bytes) + len(_AFTER_PROPERTIES)
+                + len(redelivery) + len(_BROKER_PATH_ARRIVAL) + len(user_id) + len(tail)
+                + len(counter)
+            )  # fmt: skip
         return b"%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b%b" % (
             head,
             _COMMAND_HEAD,

@@ -20,7 +20,8 @@ Each read also says how long its query took to start (from start() to its first 
 
 The ratio (dovecote / Parquet rows per second) is what to compare across machines: absolute
 figures depend on the machine and on what else runs on it. Each figure is the median of
-``rounds`` rounds (each round writes and reads every case once, in the same session).
+``rounds`` rounds (each round writes and reads every case once, in the same session); the
+ratio is followed by its range over the rounds.
 """
 
 from __future__ import annotations
@@ -292,10 +293,11 @@ def main() -> None:
         runs = [r for r in results if r[:2] == (what, partitions)]
         ours = median(rows / t for _, _, rows, t, _ in runs)
         theirs = median(rows / t for _, _, rows, _, t in runs)
-        ratio = median(t / o for _, _, _, o, t in runs)
+        ratios = [t / o for _, _, _, o, t in runs]
+        spread = f"{min(ratios):.0%}-{max(ratios):.0%}"
         busy = median(share.shares[(what, partitions)])
-        print(f"| {what} | {partitions} | {count:,} | {ours:,.0f} | {theirs:,.0f} | {ratio:.0%} |"
-              f" {busy:.0%} |")  # fmt: skip
+        print(f"| {what} | {partitions} | {count:,} | {ours:,.0f} | {theirs:,.0f} |"
+              f" {median(ratios):.0%} ({spread}) | {busy:.0%} |")  # fmt: skip
     print_reads(reads)
 
 

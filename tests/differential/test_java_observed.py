@@ -20,6 +20,8 @@ EXPECTED = {
     "round_robin_sync_sends": "a=10 b=10 total=20",
     "new_groups_shared_out": "a=2 b=2 total=8",
     "slow_topic_subscriber_burst": "first=[m0, m1, m2, m3, m4] last=m999 at_most_15=true",
+    # Bodies of 64 KiB and more (dovecote writes them beside their frames), then a small one.
+    "large_bodies_whole": "0=bytes:307200:true,1=text:whole,2=map:true:7,3=text:small",
 }
 
 

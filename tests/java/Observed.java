@@ -71,6 +71,7 @@ public class Observed {
         scenarios.put("round_robin_sync_sends", Observed::roundRobin);
         scenarios.put("new_groups_shared_out", Observed::groups);
         scenarios.put("slow_topic_subscriber_burst", Observed::slowTopicSubscriber);
+        scenarios.put("large_bodies_whole", Observed::largeBodies);
         for (Map.Entry<String, Scenario> s : scenarios.entrySet()) {
             String outcome;
             try {
@@ -82,6 +83,55 @@ public class Observed {
             System.out.flush();
         }
         System.exit(0);
+    }
+
+    // Bodies past a 64 KiB frame's worth (bytes, text beyond ASCII, a map with a large
+    // entry), each with a property, then a small one: the Java client gets each whole. (A
+    // map's string of 64 KiB or more beyond ASCII comes back changed from ActiveMQ itself.)
+    static String largeBodies() throws Exception {
+        byte[] bytes = new byte[300 * 1024];
+        for (int i = 0; i < bytes.length; i++) bytes[i] = (byte) (i * 31 + i / 251);
+        StringBuilder text = new StringBuilder();
+        while (text.length() < 100 * 1024) text.append("\u00e9, \uD83D\uDE00 and so on ").append(text.length());
+        String big = text.toString();
+        String plain = "abcdefgh".repeat(100 * 128);  // (a map's long string: ASCII, see below)
+        try (Open o = new Open()) {
+            Session s = o.c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue q = s.createQueue(run + ".large");
+            MessageProducer p = s.createProducer(q);
+            BytesMessage b = s.createBytesMessage();
+            b.writeBytes(bytes);
+            TextMessage t = s.createTextMessage(big);
+            MapMessage m = s.createMapMessage();
+            m.setString("big", plain);
+            m.setInt("n", 7);
+            int i = 0;
+            for (Message each : new Message[] {b, t, m, s.createTextMessage("small")}) {
+                each.setIntProperty("i", i++);
+                p.send(each);
+            }
+            MessageConsumer c = s.createConsumer(q);
+            List<String> got = new ArrayList<>();
+            for (int k = 0; k < 4; k++) {
+                Message r = c.receive(5000);
+                if (r == null) { got.add("none"); continue; }
+                String kind;
+                if (r instanceof BytesMessage) {
+                    BytesMessage rb = (BytesMessage) r;
+                    byte[] back = new byte[(int) rb.getBodyLength()];
+                    rb.readBytes(back);
+                    kind = "bytes:" + back.length + ":" + java.util.Arrays.equals(back, bytes);
+                } else if (r instanceof MapMessage) {
+                    MapMessage rm = (MapMessage) r;
+                    kind = "map:" + plain.equals(rm.getString("big")) + ":" + rm.getInt("n");
+                } else {
+                    String back = ((TextMessage) r).getText();
+                    kind = "text:" + (back.equals(big) ? "whole" : back);
+                }
+                got.add(r.getIntProperty("i") + "=" + kind);
+            }
+            return String.join(",", got);
+        }
     }
 
     // A client-ack session receives two of three prefetched messages and closes: the two it

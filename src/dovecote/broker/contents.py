@@ -126,14 +126,13 @@ class Contents:
         origin = await self._origin(destination, subscription, create=True)
         if isinstance(origin, Queue):
             sequences = origin.pending_sequences(after, up_to)
-            inflight = [e.message.sequence for e in _inflight(origin.consumers)]
-            held = [s for s in inflight if after < s <= up_to]
-            if not held:
-                return sequences  # (in order already)
-            sequences.extend(held)
+            held = [e.message.sequence for e in _inflight(origin.consumers)]
         else:
-            sequences = [e.message.sequence for e in _held(origin)]
-            sequences = [s for s in sequences if after < s <= up_to]
+            sequences, held = [], [e.message.sequence for e in _held(origin)]
+        held = [s for s in held if after < s <= up_to]
+        if not held:
+            return sequences  # (the queue's pending ones: in order already)
+        sequences.extend(held)
         sequences.sort()
         return sequences
 

@@ -157,6 +157,8 @@ class Queue:
     def pending_sequences(self, after: int = 0, up_to: int = NO_SEQUENCE_LIMIT) -> list[int]:
         """The sequence numbers of the pending entries with ``after < sequence <= up_to``,
         in order (a stream reader's plan)."""
+        # (Its own walk: taken from pending_between's entries, sorted by key, a plan over a
+        # 100,000-message backlog took twice as long.)
         sequences = [
             entry.message.sequence
             for bucket in self._pending

@@ -90,16 +90,16 @@ class DispatchFrames:
         self._spelled: dict[str, bool] = {}  # producer text -> its structure gives it back
         self._last_producer: str | None = None
         self._last_producer_bytes = _NULL
-        self._content_apart: bytes | None = None
+        self._content_apart = b""
         self._content_at = 0
 
     def frame_parts(self, dispatch: MessageDispatch) -> list[bytes]:
         """The frame's bytes as [before the content, the content, after it], which written
         one after the other are ``frame``'s (a Spark read's 4 MiB block is not copied)."""
+        if _general(dispatch):
+            return [self.marshaller.frame(self.converter.on_dispatch(dispatch))]
         frame = self.frame(dispatch, content_apart=True)
-        content, self._content_apart = self._content_apart, None
-        if content is None:
-            return [frame]  # (the general path: one frame)
+        content, self._content_apart = self._content_apart, b""  # (not kept past its frame)
         at = self._content_at
         return [frame[:at], content, frame[at:]]
 
@@ -107,15 +107,10 @@ class DispatchFrames:
         """The frame; with ``content_apart``, without the content's bytes (for
         ``frame_parts``, which finds them and their place in ``_content_apart`` and
         ``_content_at``)."""
-        self._content_apart = None
-        m = dispatch.message
-        if (
-            m is None
-            or m.data_structure is not None
-            or (m.properties and BROKER_PATH_PROPERTY in m.properties)
-        ):
-            # (A message forwarded by a network: its brokerPath goes on the wire.)
+        if _general(dispatch):
             return self.marshaller.frame(self.converter.on_dispatch(dispatch))
+        m = dispatch.message
+        assert m is not None
         version = self.marshaller.version
         if version != self._version:
             self._version = version
@@ -282,6 +277,17 @@ class DispatchFrames:
     def _remember(self, cache: dict[K, bytes], key: K, structure: Structure) -> bytes:
         # The general writer's bytes for the value, less the frame's size prefix.
         return remember(cache, key, b"\x01" + self.marshaller.frame(structure)[4:])
+
+
+def _general(dispatch: MessageDispatch) -> bool:
+    """What the direct writer does not cover: the marshalled structure's general path (a
+    message forwarded by a network has its brokerPath on the wire)."""
+    m = dispatch.message
+    return (
+        m is None
+        or m.data_structure is not None
+        or bool(m.properties and BROKER_PATH_PROPERTY in m.properties)
+    )
 
 
 def _string_or_null(text: str | None) -> bytes:

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,6 +42,40 @@ pattern = ">"
 queues = false
 pending_message_limit = 1000
 """
+
+
+# pytest-timeout's signal interrupts a test once; a test stuck after it (a thread its event
+# loop waits for) would hold the run until CI's own limit, saying nothing. This ends the run
+# with every thread's stack instead, two minutes past the test's timeout. Not faulthandler's
+# own timer: pytest cancels that as soon as a test fails.
+WATCHDOG_GRACE_S = 120
+
+
+def _end_the_run(config: pytest.Config, nodeid: str, after: float) -> None:
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.suspend_global_capture(in_=False)
+    sys.stderr.write(f"\nwatchdog: {nodeid} still running {after:.0f} s on; ending the run\n")
+    sys.stderr.flush()
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    os._exit(1)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    marker = item.get_closest_marker("timeout")
+    limit = marker.args[0] if marker and marker.args else item.config.getini("timeout")
+    watchdog = None
+    if limit:
+        after = float(limit) + WATCHDOG_GRACE_S
+        watchdog = threading.Timer(after, _end_the_run, (item.config, item.nodeid, after))
+        watchdog.daemon = True
+        watchdog.start()
+    try:
+        yield
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
 
 
 @pytest.fixture(scope="session")

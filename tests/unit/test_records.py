@@ -210,6 +210,8 @@ def test_keys_that_keep_their_hash_hash_as_their_values(
         assert isinstance(changed, Destination) and isinstance(fresh, Destination)
         assert changed.components() == fresh.components()
         assert changed.is_composite == ("," in changed.name)
+        assert str(changed) == str(fresh) == f"{changed.type.value}://{changed.name}"
+        assert str(pickle.loads(pickle.dumps(key))) == str(key)
 
 
 def _init_values(obj: Any) -> dict[str, object]:

@@ -16,14 +16,15 @@ from dovecote.store.api import StoreOp
 
 LARGE_COMMIT_SENDS = 1000
 """A commit of this many sends or more runs with the collector paused (NoCollections): the
-objects each send makes on its way to the store, most of them freed by its end, go unwalked."""
+objects each send makes on its way to the store, most of them freed by its end, go unwalked;
+the messages and entries the queues keep go to the oldest generation, unwalked too."""
 
 
 async def commit(regions: Regions, tx: LocalTransaction) -> None:
     if len(tx.sends) < LARGE_COMMIT_SENDS:
         await _commit(regions, tx)
         return
-    with NoCollections():
+    with NoCollections(promote=True):
         await _commit(regions, tx)
 
 

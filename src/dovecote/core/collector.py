@@ -11,10 +11,18 @@ class NoCollections:
     its awaits included): a collection in the middle would only walk them and promote them
     to an older generation, for later collections to walk again; once they are freed, the
     young generation's count is back down, and what lives on is walked once, after. Nested
-    or overlapping uses are safe: only the one that paused the collector resumes it."""
+    or overlapping uses are safe: only the one that paused the collector resumes it.
 
-    def __init__(self) -> None:
+    ``promote``: what lives on goes straight to the oldest generation, unwalked (a large
+    commit's messages and entries, which a queue holds until they are consumed: walked by a
+    young collection and then by a middle one, they cost 30-170 ms a 100,000-message
+    commit). Start-up's frozen objects join them there (a full collection walks them, ~10
+    ms; full collections are rare at the young threshold cli.tune_collector sets), and so
+    does any cyclic garbage of the moment, for the next full collection to free."""
+
+    def __init__(self, promote: bool = False) -> None:
         self.collecting = False
+        self.promote = promote
 
     def __enter__(self) -> None:
         self.collecting = gc.isenabled()
@@ -22,4 +30,7 @@ class NoCollections:
 
     def __exit__(self, *exc: object) -> None:
         if self.collecting:
+            if self.promote:
+                gc.freeze()  # (every generation's objects, and the young count to 0)
+                gc.unfreeze()  # (all of them, into the oldest generation)
             gc.enable()

@@ -33,6 +33,7 @@ class Destination:
     name: str
     _hash: int = field(init=False, repr=False, compare=False)
     _composite: bool = field(init=False, repr=False, compare=False)
+    _text: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if "?" in self.name:
@@ -48,6 +49,9 @@ class Destination:
         object.__setattr__(self, "_hash", hash(self.name) >> 2)
         # Asked several times per message (components): a search of the name each time.
         object.__setattr__(self, "_composite", "," in self.name)
+        # Written per message into the journal (adds and removals): formatting the type
+        # goes through Enum.__format__, interpreted.
+        object.__setattr__(self, "_text", f"{self.type}://{self.name}")
 
     def __hash__(self) -> int:
         return self._hash
@@ -85,7 +89,7 @@ class Destination:
         return _components(self)
 
     def __str__(self) -> str:
-        return f"{self.type}://{self.name}"
+        return self._text
 
 
 @lru_cache(maxsize=4096)

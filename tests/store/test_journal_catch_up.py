@@ -117,3 +117,28 @@ async def test_a_crash_between_slices_leaves_the_whole_catch_up_to_the_replay(
     await crashed.write([AddMessage(msg(REMOVED + 1))])
     assert [m.message_id for m in crashed.recover().queues[Q]] == [msg(REMOVED + 1).message_id]
     await crashed.stop()
+
+
+async def test_a_commit_queued_behind_a_large_catch_up_is_written_before_it(
+    tmp_path: Path,
+) -> None:
+    """A group someone waits for (a Spark write's other partition committing) is written
+    before the index catches up with a large group just written; the catch-up then applies
+    both in one transaction."""
+    store = JournalPersistenceAdapter(tmp_path / "journal", index_delay_s=60)
+    await store.start()
+    try:
+        assert store._index is not None and store._files is not None
+        large = [AddMessage(msg(i)) for i in range(REMOVED)]
+        await store.write(large)
+        # The writer is now at the catch-up's start; this commit comes as it is.
+        await store.write([AddMessage(msg(REMOVED))])
+        assert store._unapplied_ops == REMOVED + 1  # written before the catch-up
+        for _ in range(10_000):
+            if store._index.applied() == store._files.head:
+                break
+            await asyncio.sleep(0)
+        assert store._unapplied_ops == 0
+        assert store.message_count(Q) == REMOVED + 1
+    finally:
+        await store.stop()

@@ -161,6 +161,11 @@ class GroupWriter(Generic[T]):
             self._lazy_timer = loop.call_later(LAZY_WAIT_S, self.wake)
         return future
 
+    @property
+    def waiting(self) -> bool:
+        """Whether a batch someone waits for is queued for the next group."""
+        return self._urgent > 0
+
     def wake(self) -> None:
         """Wake the writer: it writes what is queued, then runs ``after_group`` (which is
         also how its owner gets idle work done between groups)."""

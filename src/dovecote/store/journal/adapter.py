@@ -108,6 +108,7 @@ class JournalPersistenceAdapter:
         self._catch_up_timer: asyncio.TimerHandle | asyncio.Handle | None = None
         self._catch_up_due = 0.0
         self._catching_up: Generator[None, None, None] | None = None
+        self._stepped_aside = False
         """A catch-up the writer left between two slices (its transaction open; nothing is
         written until it ends: the writer alone writes)."""
         self._index_changed = True
@@ -375,8 +376,15 @@ class JournalPersistenceAdapter:
                 return  # not yet: the timer wakes the writer
             # Those just woken go first (a commit's enqueue and answer): the index is a view.
             await asyncio.sleep(0)
+            large = self._unapplied_ops > CATCH_UP_SLICE_OPS
+            if large and self._writer.waiting and not self._stepped_aside:
+                # A commit queued behind a large catch-up (Spark's other partition) is written
+                # first, once; the catch-up then applies both groups in one transaction.
+                self._stepped_aside = True
+                return
+            self._stepped_aside = False
             try:
-                if self._unapplied_ops > CATCH_UP_SLICE_OPS:
+                if large:
                     await self._catch_up_by_slices()
                 else:
                     self._catch_up()

@@ -117,7 +117,8 @@ async def _serve(broker_app: BrokerApp) -> None:
 def tune_collector() -> None:
     """Once the broker has started. What start-up made (modules, config, the store's index)
     lives as long as the process: frozen, out of the collector's sight, a full collection
-    under load no longer walks it. And a message's objects die by reference counting as
+    under load no longer walks it (until a large commit moves it and its own survivors to the
+    oldest generation: core/collector.py). And a message's objects die by reference counting as
     soon as it is delivered, yet every 700 allocations (the default) still set off a young
     collection; at YOUNG_COLLECTION_THRESHOLD they rarely do. Cycles are rare on the message
     path: garbage waits no longer to speak of (figures: docs/performance.md)."""

@@ -14,11 +14,10 @@ class NoCollections:
     or overlapping uses are safe: only the one that paused the collector resumes it.
 
     ``promote``: what lives on goes straight to the oldest generation, unwalked (a large
-    commit's messages and entries, which a queue holds until they are consumed: walked by a
-    young collection and then by a middle one, they cost 30-170 ms a 100,000-message
-    commit). Start-up's frozen objects join them there (a full collection walks them, ~10
-    ms; full collections are rare at the young threshold cli.tune_collector sets), and so
-    does any cyclic garbage of the moment, for the next full collection to free."""
+    commit's messages and entries, which a queue holds until they are consumed, would
+    otherwise be walked by a young and then a middle collection; docs/performance.md).
+    Start-up's frozen objects join them there, and so does any cyclic garbage of the
+    moment, for the next full collection (rare at cli.tune_collector's threshold)."""
 
     def __init__(self, promote: bool = False) -> None:
         self.collecting = False

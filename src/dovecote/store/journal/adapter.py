@@ -108,9 +108,10 @@ class JournalPersistenceAdapter:
         self._catch_up_timer: asyncio.TimerHandle | asyncio.Handle | None = None
         self._catch_up_due = 0.0
         self._catching_up: Generator[None, None, None] | None = None
-        self._stepped_aside = False
         """A catch-up the writer left between two slices (its transaction open; nothing is
         written until it ends: the writer alone writes)."""
+        self._stepped_aside = False
+        """The last due catch-up let a waiting group be written first (it goes first next)."""
         self._index_changed = True
         """The index moved since the last checkpoint (live counts change only then)."""
         self._paging: dict[Location, PagedRecord] = {}

@@ -55,6 +55,15 @@ def _pad(n: int) -> int:
     return -n % 8
 
 
+def _fixed(code: str, values: Sequence[int]) -> bytes:
+    """A fixed-width column. One value throughout (a block's priorities, expirations, often
+    its timestamps) is repeated rather than converted once per message."""
+    first = values[0] if values else 0
+    if values.count(first) == len(values):
+        return array(code, [first]).tobytes() * len(values)
+    return array(code, values).tobytes()
+
+
 def _strings(values: list[bytes]) -> tuple[array[int], bytes]:
     """A variable-length column: offsets and data."""
     return array("i", accumulate(map(len, values), initial=0)), b"".join(values)
@@ -95,12 +104,12 @@ def encode_block(messages: Sequence[Message], hidden: frozenset[str] = frozenset
     for d in {m.destination for m in messages}:
         names[d] = str(d).encode()
     fixed = [
-        array("q", [m.sequence for m in messages]),
-        array("q", [m.timestamp for m in messages]),
-        array("q", [m.expiration for m in messages]),
-        array("i", [m.priority for m in messages]),
-        array("B", [m.body_type for m in messages]),
-        array("i", [m.redelivery_counter for m in messages]),
+        _fixed("q", [m.sequence for m in messages]),
+        _fixed("q", [m.timestamp for m in messages]),
+        _fixed("q", [m.expiration for m in messages]),
+        _fixed("i", [m.priority for m in messages]),
+        _fixed("B", [m.body_type for m in messages]),
+        _fixed("i", [m.redelivery_counter for m in messages]),
     ]
     optional = [
         _optional([m.correlation_id for m in messages]),
@@ -108,7 +117,7 @@ def encode_block(messages: Sequence[Message], hidden: frozenset[str] = frozenset
         _optional([str(m.reply_to) if m.reply_to is not None else None for m in messages]),
     ]
     entries, keys, values = _properties(messages, hidden)
-    raw: list[bytes] = [column.tobytes() for column in fixed]
+    raw: list[bytes] = fixed
     raw += [bytes(present) for present, _, _ in optional]
     columns = [
         _strings([m.message_id.encode() for m in messages]),

@@ -79,6 +79,7 @@ MODULES = [
     "dovecote/store/journal/adapter.py",
     "dovecote/store/journal/datafiles.py",
     "dovecote/store/journal/index.py",
+    "dovecote/store/journal/index_layout.py",
     "dovecote/store/journal/records.py",
 ]
 

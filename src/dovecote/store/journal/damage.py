@@ -17,7 +17,8 @@ from typing import Any, Final
 import lmdb
 
 from dovecote.store.journal.datafiles import Damage, DataFiles
-from dovecote.store.journal.index import CLEAN_MARK, Index
+from dovecote.store.journal.index import Index
+from dovecote.store.journal.index_layout import CLEAN_MARK
 from dovecote.store.journal.records import JournalOp, SequencedAdd
 from dovecote.store.ops import AckSubscription, RemoveMessage
 

@@ -1,28 +1,5 @@
-"""The journal's index in LMDB: a view of the journal that replay can always rebuild.
-
-Named databases (keys are bytes; ``\\0`` separates parts; seqs are 8-byte big-endian so
-LMDB's key order is send order):
-
-- ``meta``: ``applied`` -> the journal position the index is up to date with; ``seq`` -> the
-  highest sequence number given out; ``version`` -> ``INDEX_VERSION``, the layout below (an
-  index of another version is rebuilt by replay).
-- ``msgs``: seq -> [destination, message id, file, offset, redelivery counter, refs,
-  priority, expiration, sequence, size], where refs counts the durable subscriptions still
-  waiting for a topic message (-1 for queues) and sequence is the broker's.
-- ``qids``: destination \\0 message id -> seq, for queue messages.
-- ``qseq``: destination \\0 sequence seq (8 bytes each) -> size: each queue's messages in
-  the broker's order, which the broker pages in from a position a window at a time.
-- ``qstat``: destination -> (message count, bytes) of each queue that holds messages, as of
-  ``exact_totals_at`` in ``meta``. The counts live in memory and are written at a clean close
-  only (a write per batch would cost every message); when that is not ``applied``
-  (a crash came after it), opening counts them again from ``qseq``. In memory, a write
-  transaction's changes to them are held apart and taken in only once it commits
-  (``begin``/``commit``/``abort``): a failed commit, retried, must not count twice.
-- ``tids``: message id -> seq, for topic messages.
-- ``subs``: client id \\0 name -> [destination, selector, no_local, file].
-- ``pend``: client id \\0 name \\0 seq -> empty: what a durable subscription still needs.
-- ``files``: file id -> (how many live messages and subscriptions it holds, the messages'
-  sizes summed): what compaction would have to write again to free the file.
+"""The journal's index in LMDB: a view of the journal that replay can always rebuild. Its
+tables, and how their keys and entries are encoded: index_layout.py.
 
 ``apply`` is the one path by which operations change the index, live or in recovery
 (live, through ``apply_records``, which leaves out what would cancel out).
@@ -31,12 +8,10 @@ LMDB's key order is send order):
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any
 
 import lmdb
-import msgpack
 
 from dovecote.core.collector import NoCollections
 from dovecote.core.destinations import destination_matches, parse_destination
@@ -50,59 +25,25 @@ from dovecote.store.api import (
     UpdateRedelivery,
 )
 from dovecote.store.journal.datafiles import Location
+from dovecote.store.journal.index_layout import (
+    CLEAN_MARK,
+    FILE,
+    INDEX_VERSION,
+    LIVE,
+    MAP_SIZE,
+    POS,
+    QPOS,
+    QSTAT,
+    SEQ,
+    TOTALS_AT,
+    get_value,
+    joined_key,
+    pack_entry,
+    pop_value,
+    queue_key,
+    unpack_entry,
+)
 from dovecote.store.journal.records import JournalOp, SequencedAdd, passing_through
-
-_SEQ: Final = struct.Struct(">Q")
-_FILE: Final = struct.Struct(">I")
-_POS: Final = struct.Struct(">II")
-_QPOS: Final = struct.Struct(">QQ")
-_QSTAT: Final = struct.Struct(">QQ")
-_LIVE: Final = struct.Struct(">QQ")
-INDEX_VERSION: Final = 3
-"""1: no ``qseq``, ``qstat``, ``msgs`` entries of six fields; 2: ``files`` hold counts alone."""
-MAP_SIZE: Final = 16 << 30  # address space only; LMDB files grow as needed
-_TOTALS_AT: Final = b"exact_totals_at"
-"""Where ``qstat`` is true (see there). Once ``totals_at``: counts written by a dovecote that
-counted a failed commit's records again on each retry could be inflated, so an index with
-only the old key counts its queues again, once."""
-CLEAN_MARK: Final = "closed-cleanly"
-"""A file in the index's directory while the index is closed after a synced close: without
-it (a crash; the index is not synced as it goes) every page is read once in another process
-before this one maps the file (``damage.index_walk_problem``)."""
-
-
-_PACKER: Final = msgpack.Packer(use_bin_type=True)
-"""One packer for every index entry: ``msgpack.packb`` is an interpreted wrapper that makes
-a new packer (and its buffer) per call, once per message the index takes. The index
-is only ever used from the event loop's thread."""
-
-
-def _pack(value: Any) -> bytes:
-    packed: bytes = _PACKER.pack(value)
-    return packed
-
-
-def _unpack(data: bytes) -> Any:
-    return msgpack.unpackb(data, raw=False)
-
-
-def _get(txn: lmdb.Transaction, key: bytes, db: Any) -> bytes | None:
-    value = txn.get(key, db=db)
-    return None if value is None else bytes(value)
-
-
-def _pop(txn: lmdb.Transaction, key: bytes, db: Any) -> bytes | None:
-    value = txn.pop(key, db=db)
-    return None if value is None else bytes(value)
-
-
-def _key(*parts: str) -> bytes:
-    return "\0".join(parts).encode()
-
-
-def _queue_key(prefix: bytes, sequence: int, seq: bytes) -> bytes:
-    """A queue message's key in ``qseq``; ``prefix``: its queue's, ``_key(queue, "")``."""
-    return prefix + _SEQ.pack(max(sequence, 0)) + seq
 
 
 class Index:
@@ -157,10 +98,10 @@ class Index:
             with self.env.begin(write=True) as txn:
                 txn.drop(self.qstat, delete=False)
                 for name, (count, size) in self._totals.items():
-                    txn.put(name.encode(), _QSTAT.pack(count, size), db=self.qstat)
-                applied = _get(txn, b"applied", self.meta)
+                    txn.put(name.encode(), QSTAT.pack(count, size), db=self.qstat)
+                applied = get_value(txn, b"applied", self.meta)
                 if applied is not None:
-                    txn.put(_TOTALS_AT, applied, db=self.meta)
+                    txn.put(TOTALS_AT, applied, db=self.meta)
             self.env.sync(True)
             closed_cleanly = True
         except lmdb.Error:  # (a full disk) without the mark, the next open counts again
@@ -173,10 +114,10 @@ class Index:
 
     def _load_totals(self) -> dict[str, list[int]]:
         with self.env.begin() as txn:
-            at = _get(txn, _TOTALS_AT, self.meta)
-            if at is not None and at == _get(txn, b"applied", self.meta):
+            at = get_value(txn, TOTALS_AT, self.meta)
+            if at is not None and at == get_value(txn, b"applied", self.meta):
                 return {
-                    bytes(key).decode(): list(_QSTAT.unpack(value))
+                    bytes(key).decode(): list(QSTAT.unpack(value))
                     for key, value in txn.cursor(db=self.qstat)
                 }
             totals: dict[str, list[int]] = {}
@@ -186,23 +127,23 @@ class Index:
                 if found is None:
                     found = totals[name] = [0, 0]
                 found[0] += 1
-                found[1] += _SEQ.unpack(value)[0]
+                found[1] += SEQ.unpack(value)[0]
             return totals
 
     # -- meta ------------------------------------------------------------------------------
 
     def applied(self) -> Location | None:
         with self.env.begin() as txn:
-            raw = _get(txn, b"applied", self.meta)
-        return None if raw is None else Location(*_POS.unpack(raw))
+            raw = get_value(txn, b"applied", self.meta)
+        return None if raw is None else Location(*POS.unpack(raw))
 
     def version(self) -> int | None:
         with self.env.begin() as txn:
-            raw = _get(txn, b"version", self.meta)
-        return None if raw is None else int(_SEQ.unpack(raw)[0])
+            raw = get_value(txn, b"version", self.meta)
+        return None if raw is None else int(SEQ.unpack(raw)[0])
 
     def mark_version(self, txn: lmdb.Transaction) -> None:
-        txn.put(b"version", _SEQ.pack(INDEX_VERSION), db=self.meta)
+        txn.put(b"version", SEQ.pack(INDEX_VERSION), db=self.meta)
 
     def last_seq(self) -> int:
         with self.env.begin() as txn:
@@ -231,7 +172,8 @@ class Index:
                 message = add.message
                 # (Unless the index already holds that id on that queue: the add would replace
                 # it there, and the removal then remove it.)
-                if _get(txn, _key(str(message.destination), message.message_id), self.qids) is None:
+                id_key = joined_key(str(message.destination), message.message_id)
+                if get_value(txn, id_key, self.qids) is None:
                     skipped.add(id(add))
                     skipped.add(id(removal))
                     top = max(top, add.seq)
@@ -252,8 +194,8 @@ class Index:
                 self._raise_top_seq(txn, top)
 
     def last_seq_in(self, txn: lmdb.Transaction) -> int:
-        raw = _get(txn, b"seq", self.meta)
-        return 0 if raw is None else int(_SEQ.unpack(raw)[0])
+        raw = get_value(txn, b"seq", self.meta)
+        return 0 if raw is None else int(SEQ.unpack(raw)[0])
 
     def apply(self, txn: lmdb.Transaction, ops: list[JournalOp], at: Location) -> None:
         # Each file's live count and the highest seq change once per record, not once per
@@ -278,32 +220,32 @@ class Index:
                 case SequencedAdd():
                     self._add(txn, op, at)
                 case UpdateRedelivery(destination, message_id, counter):
-                    seq = _get(txn, _key(str(destination), message_id), self.qids)
+                    seq = get_value(txn, joined_key(str(destination), message_id), self.qids)
                     if seq is None:
-                        seq = _get(txn, message_id.encode(), self.tids)
-                    raw = None if seq is None else _get(txn, seq, self.msgs)
+                        seq = get_value(txn, message_id.encode(), self.tids)
+                    raw = None if seq is None else get_value(txn, seq, self.msgs)
                     if seq is not None and raw is not None:
-                        entry = _unpack(raw)
+                        entry = unpack_entry(raw)
                         entry[4] = counter
-                        txn.put(seq, _pack(entry), db=self.msgs)
+                        txn.put(seq, pack_entry(entry), db=self.msgs)
                 case AddSubscription(sub):
-                    key = _key(sub.client_id, sub.name)
-                    old = _get(txn, key, self.subs)
+                    key = joined_key(sub.client_id, sub.name)
+                    old = get_value(txn, key, self.subs)
                     if old is not None:
-                        self._count(txn, _unpack(old)[3], -1)
+                        self._count(txn, unpack_entry(old)[3], -1)
                     value = [str(sub.destination), sub.selector, sub.no_local, at.file_id]
-                    txn.put(key, _pack(value), db=self.subs)
+                    txn.put(key, pack_entry(value), db=self.subs)
                     self._count(txn, at.file_id, +1)
                 case RemoveSubscription(_, client_id, name):
                     self._remove_subscription(txn, client_id, name)
                 case AckSubscription(_, client_id, name, message_id):
-                    seq = _get(txn, message_id.encode(), self.tids)
+                    seq = get_value(txn, message_id.encode(), self.tids)
                     if seq is not None and txn.delete(
-                        _key(client_id, name) + b"\0" + seq, db=self.pend
+                        joined_key(client_id, name) + b"\0" + seq, db=self.pend
                     ):
                         self._release(txn, seq)
                 case RemoveDestination(destination):
-                    prefix = _key(str(destination), "")
+                    prefix = joined_key(str(destination), "")
                     with txn.cursor(db=self.qids) as cursor:
                         found = cursor.set_range(prefix)
                         doomed = []
@@ -312,7 +254,7 @@ class Index:
                             found = cursor.next()
                     for key, seq in doomed:
                         txn.delete(key, db=self.qids)
-                        self._drop_message(txn, seq, _pop(txn, seq, self.msgs))
+                        self._drop_message(txn, seq, pop_value(txn, seq, self.msgs))
         if run:
             self._apply_run(txn, run, run_kind, at)
         self._write_counts(txn)
@@ -325,33 +267,33 @@ class Index:
     def _write_counts(self, txn: lmdb.Transaction) -> None:
         for file_id, (delta, size) in self._deltas.items():
             if delta or size:
-                key = _FILE.pack(file_id)
-                raw = _get(txn, key, self.files)
-                count, total = (0, 0) if raw is None else _LIVE.unpack(raw)
-                live = _LIVE.pack(max(count + delta, 0), max(total + size, 0))
+                key = FILE.pack(file_id)
+                raw = get_value(txn, key, self.files)
+                count, total = (0, 0) if raw is None else LIVE.unpack(raw)
+                live = LIVE.pack(max(count + delta, 0), max(total + size, 0))
                 txn.put(key, live, db=self.files)
         if self._top_seq:
             self._raise_top_seq(txn, self._top_seq)
 
     def _raise_top_seq(self, txn: lmdb.Transaction, seq: int) -> None:
         if self.last_seq_in(txn) < seq:
-            txn.put(b"seq", _SEQ.pack(seq), db=self.meta)
+            txn.put(b"seq", SEQ.pack(seq), db=self.meta)
 
     def mark_applied(self, txn: lmdb.Transaction, position: Location) -> None:
-        txn.put(b"applied", _POS.pack(position.file_id, position.offset), db=self.meta)
+        txn.put(b"applied", POS.pack(position.file_id, position.offset), db=self.meta)
 
     def _add(self, txn: lmdb.Transaction, op: SequencedAdd, at: Location) -> None:
         message = op.message
-        seq = _SEQ.pack(op.seq)
+        seq = SEQ.pack(op.seq)
         if op.seq > self._top_seq:
             self._top_seq = op.seq
-        old = _get(txn, seq, self.msgs)
+        old = get_value(txn, seq, self.msgs)
         if old is not None:
             # Compaction wrote it again: only its location moves.
-            entry = _unpack(old)
+            entry = unpack_entry(old)
             self._count(txn, entry[2], -1, -entry[9])
             entry[2], entry[3] = at.file_id, at.offset
-            txn.put(seq, _pack(entry), db=self.msgs)
+            txn.put(seq, pack_entry(entry), db=self.msgs)
             self._count(txn, at.file_id, +1, entry[9])
             return
         destination = message.destination
@@ -361,7 +303,7 @@ class Index:
         waiting = [
             bytes(key)
             for key, value in txn.cursor(db=self.subs)
-            if destination_matches(parse_destination(_unpack(bytes(value))[0]), destination)
+            if destination_matches(parse_destination(unpack_entry(bytes(value))[0]), destination)
         ]
         if not waiting:
             return
@@ -371,7 +313,7 @@ class Index:
         entry = [str(destination), message.message_id, at.file_id, at.offset,
                  message.redelivery_counter, len(waiting), message.priority, message.expiration,
                  message.sequence, message.size]  # fmt: skip
-        txn.put(seq, _pack(entry), db=self.msgs)
+        txn.put(seq, pack_entry(entry), db=self.msgs)
         self._count(txn, at.file_id, +1, message.size)
 
     def _add_new(
@@ -392,18 +334,18 @@ class Index:
             if message.destination is not destination:
                 destination = message.destination
                 name = str(destination)
-                prefix = _key(name, "")
+                prefix = joined_key(name, "")
             append = append and op.seq > last
             last = op.seq
-            seq = _SEQ.pack(op.seq)
+            seq = SEQ.pack(op.seq)
             size = message.size
             entry = [
                 name, message.message_id, at.file_id, at.offset, message.redelivery_counter, -1,
                 message.priority, message.expiration, message.sequence, size,
             ]  # fmt: skip
-            entries.append((seq, _pack(entry)))
+            entries.append((seq, pack_entry(entry)))
             ids.append((prefix + message.message_id.encode(), seq))
-            order.append((_queue_key(prefix, message.sequence, seq), _SEQ.pack(size)))
+            order.append((queue_key(prefix, message.sequence, seq), SEQ.pack(size)))
             self._count_queue(name, 1, size)
             total += size
         txn.cursor(db=self.qids).putmulti(ids)
@@ -423,7 +365,7 @@ class Index:
             for op in removals:
                 if op.destination is not destination:
                     destination = op.destination
-                    prefix = _key(str(destination), "")
+                    prefix = joined_key(str(destination), "")
                 seq = ids.pop(prefix + op.message_id.encode())
                 if seq is not None:
                     seqs.append(bytes(seq))
@@ -435,15 +377,15 @@ class Index:
                 raw: Any = entries.pop(seq)
                 if raw is None:
                     continue
-                entry = _unpack(raw)
+                entry = unpack_entry(raw)
                 if entry[5] >= 0:  # (a topic message: not in qseq)
                     txn.delete(entry[1].encode(), db=self.tids)
                 else:
                     name = entry[0]
                     queue_prefix = prefixes.get(name)
                     if queue_prefix is None:
-                        queue_prefix = prefixes[name] = _key(name, "")
-                    in_order.append(_queue_key(queue_prefix, entry[8], seq))
+                        queue_prefix = prefixes[name] = joined_key(name, "")
+                    in_order.append(queue_key(queue_prefix, entry[8], seq))
                     self._count_queue(name, -1, -entry[9])
                 self._count(txn, entry[2], -1, -entry[9])
         in_order.sort()
@@ -455,11 +397,11 @@ class Index:
     def _drop_message(self, txn: lmdb.Transaction, seq: bytes, raw: Any) -> None:
         """What refers to the entry of ``seq``, popped from ``msgs`` (``raw``; None: none)."""
         if raw is not None:
-            entry = _unpack(raw)
+            entry = unpack_entry(raw)
             if entry[5] >= 0:
                 txn.delete(entry[1].encode(), db=self.tids)
             else:
-                txn.delete(_queue_key(_key(entry[0], ""), entry[8], seq), db=self.qseq)
+                txn.delete(queue_key(joined_key(entry[0], ""), entry[8], seq), db=self.qseq)
                 self._count_queue(entry[0], -1, -entry[9])
             self._count(txn, entry[2], -1, -entry[9])
 
@@ -471,39 +413,39 @@ class Index:
         gone: list[list[Any]] = []
         subscriptions = [bytes(key) for key, _ in txn.cursor(db=self.subs)]
         for number in seqs:
-            seq = _SEQ.pack(number)
-            raw = _get(txn, seq, self.msgs)
+            seq = SEQ.pack(number)
+            raw = get_value(txn, seq, self.msgs)
             if raw is None:
                 continue
-            entry = _unpack(raw)
+            entry = unpack_entry(raw)
             if entry[5] < 0:
-                txn.delete(_key(entry[0], entry[1]), db=self.qids)
+                txn.delete(joined_key(entry[0], entry[1]), db=self.qids)
             else:
                 for key in subscriptions:
                     txn.delete(key + b"\0" + seq, db=self.pend)
-            self._drop_message(txn, seq, _pop(txn, seq, self.msgs))
+            self._drop_message(txn, seq, pop_value(txn, seq, self.msgs))
             gone.append(entry)
         self._write_counts(txn)
         return gone
 
     def _release(self, txn: lmdb.Transaction, seq: bytes) -> None:
         """One durable subscription less waits for a topic message."""
-        raw = _get(txn, seq, self.msgs)
+        raw = get_value(txn, seq, self.msgs)
         if raw is None:
             return
-        entry = _unpack(raw)
+        entry = unpack_entry(raw)
         entry[5] -= 1
         if entry[5] <= 0:
-            self._drop_message(txn, seq, _pop(txn, seq, self.msgs))
+            self._drop_message(txn, seq, pop_value(txn, seq, self.msgs))
         else:
-            txn.put(seq, _pack(entry), db=self.msgs)
+            txn.put(seq, pack_entry(entry), db=self.msgs)
 
     def _remove_subscription(self, txn: lmdb.Transaction, client_id: str, name: str) -> None:
-        key = _key(client_id, name)
-        old = _pop(txn, key, self.subs)
+        key = joined_key(client_id, name)
+        old = pop_value(txn, key, self.subs)
         if old is None:
             return
-        self._count(txn, _unpack(old)[3], -1)
+        self._count(txn, unpack_entry(old)[3], -1)
         prefix = key + b"\0"
         with txn.cursor(db=self.pend) as cursor:
             found = cursor.set_range(prefix)
@@ -521,27 +463,27 @@ class Index:
         self._deltas[file_id] = (count + delta, total + size)
 
     def note_file(self, txn: lmdb.Transaction, file_id: int) -> None:
-        key = _FILE.pack(file_id)
-        if _get(txn, key, self.files) is None:
-            txn.put(key, _LIVE.pack(0, 0), db=self.files)
+        key = FILE.pack(file_id)
+        if get_value(txn, key, self.files) is None:
+            txn.put(key, LIVE.pack(0, 0), db=self.files)
 
     # -- reading ---------------------------------------------------------------------------
 
     def live_counts(self) -> dict[int, tuple[int, int]]:
         """Each data file's live messages and subscriptions, and the messages' bytes."""
         with self.env.begin() as txn:
-            return {_FILE.unpack(k)[0]: _LIVE.unpack(v) for k, v in txn.cursor(db=self.files)}
+            return {FILE.unpack(k)[0]: LIVE.unpack(v) for k, v in txn.cursor(db=self.files)}
 
     def forget_file(self, file_id: int) -> None:
         with self.env.begin(write=True) as txn:
-            txn.delete(_FILE.pack(file_id), db=self.files)
+            txn.delete(FILE.pack(file_id), db=self.files)
 
     def messages(self) -> Iterator[tuple[int, list[Any]]]:
         """Every live message as (seq, [destination, id, file, offset, redelivery, refs,
         ...]) (see ``msgs``)."""
         with self.env.begin() as txn:
             for key, value in txn.cursor(db=self.msgs):
-                yield _SEQ.unpack(key)[0], _unpack(value)
+                yield SEQ.unpack(key)[0], unpack_entry(value)
 
     def message_ids(self) -> Iterator[str]:
         """Every live message's id, read from the id keys alone (qids: <queue>\0<id>;
@@ -557,7 +499,7 @@ class Index:
         with self.env.begin() as txn:
             for key, value in txn.cursor(db=self.subs):
                 client_id, name = key.decode().split("\0", 1)
-                destination, selector, no_local, file_id = _unpack(value)
+                destination, selector, no_local, file_id = unpack_entry(value)
                 sub = DurableSubscription(
                     client_id, name, parse_destination(destination), selector, no_local
                 )
@@ -566,7 +508,7 @@ class Index:
                 with txn.cursor(db=self.pend) as cursor:
                     found = cursor.set_range(prefix)
                     while found and bytes(cursor.key()).startswith(prefix):
-                        pending.append(_SEQ.unpack(bytes(cursor.key())[len(prefix) :])[0])
+                        pending.append(SEQ.unpack(bytes(cursor.key())[len(prefix) :])[0])
                         found = cursor.next()
                 yield sub, file_id, pending
 
@@ -581,14 +523,14 @@ class Index:
                 last_key = bytes(cursor.key()) if found else b""
                 last = 0
                 if last_key.startswith(name + b"\0"):
-                    last = _SEQ.unpack(last_key[len(name) + 1 : len(name) + 9])[0]
+                    last = SEQ.unpack(last_key[len(name) + 1 : len(name) + 9])[0]
                 totals[text] = (count, size, last)
         return totals
 
     def queue_seqs_in_file(self, destination: str, file_id: int) -> list[int]:
         """A queue's messages located in one data file (a walk over the queue: for a file
         found missing, not for every day)."""
-        prefix = _key(destination, "")
+        prefix = joined_key(destination, "")
         found: list[int] = []
         with self.env.begin() as txn, txn.cursor(db=self.qseq) as cursor:
             more = cursor.set_range(prefix)
@@ -596,9 +538,9 @@ class Index:
                 key = bytes(cursor.key())
                 if not key.startswith(prefix):
                     break
-                raw = _get(txn, key[-8:], self.msgs)
-                if raw is not None and _unpack(raw)[2] == file_id:
-                    found.append(_SEQ.unpack(key[-8:])[0])
+                raw = get_value(txn, key[-8:], self.msgs)
+                if raw is not None and unpack_entry(raw)[2] == file_id:
+                    found.append(SEQ.unpack(key[-8:])[0])
                 more = cursor.next()
         return found
 
@@ -610,17 +552,17 @@ class Index:
     ) -> list[tuple[int, int, list[Any]]]:
         """Up to ``limit`` of a queue's messages from position ``start`` (broker sequence,
         seq) on, in order, as (sequence, seq, entry) (see ``msgs``)."""
-        prefix = _key(destination, "")
+        prefix = joined_key(destination, "")
         page: list[tuple[int, int, list[Any]]] = []
         with self.env.begin() as txn, txn.cursor(db=self.qseq) as cursor:
-            found = cursor.set_range(prefix + _QPOS.pack(max(start[0], 0), max(start[1], 0)))
+            found = cursor.set_range(prefix + QPOS.pack(max(start[0], 0), max(start[1], 0)))
             while found and len(page) < limit:
                 key = bytes(cursor.key())
                 if not key.startswith(prefix):
                     break
-                sequence, seq = _QPOS.unpack(key[len(prefix) :])
-                raw = _get(txn, key[-8:], self.msgs)
+                sequence, seq = QPOS.unpack(key[len(prefix) :])
+                raw = get_value(txn, key[-8:], self.msgs)
                 if raw is not None:
-                    page.append((sequence, seq, _unpack(raw)))
+                    page.append((sequence, seq, unpack_entry(raw)))
                 found = cursor.next()
         return page

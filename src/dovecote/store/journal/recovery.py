@@ -14,7 +14,8 @@ from dovecote.core.message import Message
 from dovecote.store.api import RecoveredState, RecoveredSubscription
 from dovecote.store.journal.damage import LostInReplay
 from dovecote.store.journal.datafiles import DamagedRecordError, DataFiles, Location
-from dovecote.store.journal.index import INDEX_VERSION, Index
+from dovecote.store.journal.index import Index
+from dovecote.store.journal.index_layout import INDEX_VERSION
 from dovecote.store.journal.records import (
     RECORD_HEADER,
     added_messages,

@@ -136,9 +136,9 @@ def tune_collector() -> None:
 def tune_allocator() -> None:
     """Once the broker has started, on glibc, unless the environment sets these itself
     (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_). A stream block is a few MiB made and
-    dropped while the next is made; glibc maps each one afresh and gives it back when freed,
-    so every page of every block faulted in anew. From the heap, freed blocks' pages are
-    reused (figures: docs/performance.md)."""
+    dropped while the next is made; glibc mapped each one afresh and gave it back when freed,
+    so every page of every block was faulted in and zeroed again. From the heap, freed
+    blocks' pages are reused (figures: docs/performance.md)."""
     if not sys.platform.startswith("linux"):
         return
     if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:

@@ -371,23 +371,13 @@ class Index:
                     seqs.append(bytes(seq))
         seqs.sort()
         in_order: list[bytes] = []
-        prefixes: dict[str, bytes] = {}
         with txn.cursor(db=self.msgs) as entries:
             for seq in seqs:
                 raw: Any = entries.pop(seq)
-                if raw is None:
-                    continue
-                entry = unpack_entry(raw)
-                if entry[5] >= 0:  # (a topic message: not in qseq)
-                    txn.delete(entry[1].encode(), db=self.tids)
-                else:
-                    name = entry[0]
-                    queue_prefix = prefixes.get(name)
-                    if queue_prefix is None:
-                        queue_prefix = prefixes[name] = joined_key(name, "")
-                    in_order.append(queue_key(queue_prefix, entry[8], seq))
-                    self._count_queue(name, -1, -entry[9])
-                self._count(txn, entry[2], -1, -entry[9])
+                if raw is not None:
+                    key = self._drop_entry(txn, seq, unpack_entry(raw))
+                    if key is not None:
+                        in_order.append(key)
         in_order.sort()
         with txn.cursor(db=self.qseq) as order:
             for key in in_order:
@@ -397,13 +387,19 @@ class Index:
     def _drop_message(self, txn: lmdb.Transaction, seq: bytes, raw: Any) -> None:
         """What refers to the entry of ``seq``, popped from ``msgs`` (``raw``; None: none)."""
         if raw is not None:
-            entry = unpack_entry(raw)
-            if entry[5] >= 0:
-                txn.delete(entry[1].encode(), db=self.tids)
-            else:
-                txn.delete(queue_key(joined_key(entry[0], ""), entry[8], seq), db=self.qseq)
-                self._count_queue(entry[0], -1, -entry[9])
-            self._count(txn, entry[2], -1, -entry[9])
+            key = self._drop_entry(txn, seq, unpack_entry(raw))
+            if key is not None:
+                txn.delete(key, db=self.qseq)
+
+    def _drop_entry(self, txn: lmdb.Transaction, seq: bytes, entry: list[Any]) -> bytes | None:
+        """What refers to ``entry`` (popped from ``msgs``) but its place in ``qseq``, which it
+        returns for a queue message (None for a topic's): the caller deletes it."""
+        self._count(txn, entry[2], -1, -entry[9])
+        if entry[5] >= 0:
+            txn.delete(entry[1].encode(), db=self.tids)
+            return None
+        self._count_queue(entry[0], -1, -entry[9])
+        return queue_key(joined_key(entry[0], ""), entry[8], seq)
 
     def forget(self, txn: lmdb.Transaction, seqs: list[int]) -> list[list[Any]]:
         """Remove messages whose record is damaged (lost) from everything that refers to

@@ -21,8 +21,8 @@ from dovecote.store.api import (
     UpdateRedelivery,
 )
 from dovecote.store.journal.datafiles import Location
-from dovecote.store.journal.index import Index, passing_through
-from dovecote.store.journal.records import JournalOp, SequencedAdd
+from dovecote.store.journal.index import Index
+from dovecote.store.journal.records import JournalOp, SequencedAdd, passing_through
 
 Q2 = queue("other")
 A1, A2, A3 = (SequencedAdd(i, msg(i)) for i in (1, 2, 3))

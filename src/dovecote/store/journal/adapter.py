@@ -36,11 +36,14 @@ from dovecote.store.api import (
 from dovecote.store.groupcommit import GroupWriter, written
 from dovecote.store.health import INDEX
 from dovecote.store.journal.catchup import (
+    APPLY_NOW,
     CATCH_UP_SLICE_OPS,
-    INDEX_AT_ONCE_BYTES,
-    INDEX_AT_ONCE_BYTES_PER_ADD,
-    INDEX_DELAY_OPS,
+    HOLD,
     INDEX_DELAY_S,
+    INDEX_HOLD_ADDS,
+    INDEX_HOLD_BYTES,
+    INDEX_HOLD_S,
+    WaitingRecords,
     slices,
 )
 from dovecote.store.journal.compaction import compaction_ops
@@ -57,7 +60,6 @@ from dovecote.store.journal.records import (
     BatchEncoder,
     JournalOp,
     PagedRecord,
-    SequencedAdd,
     batch_adds,
     group_records,
     message_bytes,
@@ -84,6 +86,7 @@ class JournalPersistenceAdapter:
         compact_live_limit: int = 1000,
         index_delay_s: float = INDEX_DELAY_S,
         check_files: bool = False,
+        index_hold: tuple[int, float, int] = (INDEX_HOLD_ADDS, INDEX_HOLD_S, INDEX_HOLD_BYTES),
     ) -> None:
         self.directory = directory
         self.check_files = check_files
@@ -91,7 +94,6 @@ class JournalPersistenceAdapter:
         self.max_file_length = max_file_length
         self.disk_syncs = disk_syncs
         self.compact_live_limit = compact_live_limit
-        self.index_delay_s = index_delay_s
         self._lock_fd = -1
         self._files: DataFiles | None = None
         self._index: Index | None = None
@@ -100,13 +102,9 @@ class JournalPersistenceAdapter:
             self._write_group, self._after_group, adds=batch_adds, write_now=self._write_now
         )
         self._encoder = BatchEncoder()
-        # Groups written (durable) but not yet applied to the index, with the journal's head
-        # after the last of them: what the index's ``applied`` becomes once they are.
-        self._unapplied: list[tuple[Location, list[JournalOp]]] = []
-        self._unapplied_ops = 0
-        self._unapplied_head: Location | None = None
+        self._waiting = WaitingRecords(index_delay_s, index_hold)
+        """Groups written (durable) but not yet applied to the index."""
         self._catch_up_timer: asyncio.TimerHandle | asyncio.Handle | None = None
-        self._catch_up_due = 0.0
         self._catching_up: Generator[None, None, None] | None = None
         """A catch-up the writer left between two slices (its transaction open; nothing is
         written until it ends: the writer alone writes)."""
@@ -261,6 +259,8 @@ class JournalPersistenceAdapter:
             files.rewind(start)
             raise
         self._written(written, size)
+        if self._index_due():
+            self._writer.wake()  # (asleep: this group was written in its writer's turn)
         return True
 
     def _append(
@@ -288,53 +288,69 @@ class JournalPersistenceAdapter:
         # The index is a view the journal can rebuild: it is not brought up to date before
         # the writers wake (their receipts need only the fsync) but a moment later, between
         # groups, for several groups in one transaction. A crash before that replays them.
-        self._unapplied.extend(written)
-        self._unapplied_ops += sum(len(ops) for _, ops in written)
-        self._unapplied_head = head
-        adds = sum(isinstance(op, SequencedAdd) for _, ops in written for op in ops)
-        if adds and size > INDEX_AT_ONCE_BYTES and size > INDEX_AT_ONCE_BYTES_PER_ADD * adds:
-            # Mostly message bodies: little index work beside its fsync, and deferred it
-            # costs more than it saves. (Many removals are index work: they wait.)
+        loop = asyncio.get_running_loop()
+        action = self._waiting.note(written, size, head, loop.time())
+        if action == APPLY_NOW:
             with contextlib.suppress(StoreFailedError):  # written: the index catches up later
                 self._catch_up()
-        elif self._catch_up_timer is None:
-            loop = asyncio.get_running_loop()
-            # (Kept apart from the timer: uvloop's call_later(0) gives a handle without when().)
-            self._catch_up_due = loop.time() + self.index_delay_s
-            self._catch_up_timer = loop.call_later(self.index_delay_s, self._writer.wake)
+        elif action == HOLD or self._catch_up_timer is None:
+            # (A bulk load's hold: the catch-up waits for its consumers, INDEX_HOLD_ADDS.)
+            if self._catch_up_timer is not None:
+                self._catch_up_timer.cancel()
+            delay = self._waiting.due - loop.time()
+            self._catch_up_timer = loop.call_later(delay, self._writer.wake)
 
     def _index_due(self) -> bool:
         """Groups written that the index is to catch up with now (enough, or their time)."""
-        return self._unapplied_head is not None and (
-            self._unapplied_ops >= INDEX_DELAY_OPS or self._catch_up_due <= self._writer.loop.time()
-        )
+        return self._waiting.is_due(self._writer.loop.time())
 
-    def _catch_up(self) -> None:
-        """Apply every written group the index has not seen, in one transaction: in the writer
-        between groups, and before any read of the index (finishing one left between slices)."""
-        if self._catching_up is None:
-            if self._unapplied_head is None:
-                return
-            self._catching_up = self._applying(0)
-        for _ in self._catching_up:
-            pass
+    def _index_behind(self) -> bool:
+        """Whether written records wait for the index. (A method: in ``_after_group``, mypy
+        keeps the attribute narrowed to not None across the catch-up, and mypyc trusts it.)"""
+        return self._waiting.head is not None
 
-    async def _catch_up_by_slices(self) -> None:
+    def _catch_up(self, records: int = -1) -> None:
+        """Apply every written group the index has not seen (the first ``records`` records
+        only, if given), in one transaction: in the writer between groups, and before any read
+        of the index (finishing one left between slices first)."""
+        while self._catching_up is not None or self._index_behind():
+            if self._catching_up is None:
+                if records == 0:
+                    return
+                whole = len(self._waiting.records)
+                self._catching_up = self._applying(0, whole if records < 0 else records)
+                records = 0 if records > 0 else records
+            for _ in self._catching_up:
+                pass
+
+    async def _catch_up_by_slices(self, records: int) -> None:
         """A slice at a time, the loop's other work between (a crash: all left to replay)."""
-        self._catching_up = self._catching_up or self._applying(CATCH_UP_SLICE_OPS)
+        self._catching_up = self._catching_up or self._applying(CATCH_UP_SLICE_OPS, records)
         for _ in self._catching_up:
             await asyncio.sleep(0)
 
-    def _applying(self, ops_per_slice: int) -> Generator[None, None, None]:
-        """The catch-up, pausing (yielding) between slices of ``ops_per_slice`` (0: none)."""
-        index, head = self._index, self._unapplied_head
-        assert index is not None and head is not None
+    def _applying(self, ops_per_slice: int, records: int) -> Generator[None, None, None]:
+        """The catch-up of the first ``records`` records waiting, pausing (yielding) between
+        slices of ``ops_per_slice`` (0: none)."""
+        index = self._index
+        assert index is not None
+        applying = self._waiting.records[:records]
+        head = self._waiting.end_of(records)
         txn = index.begin()
         try:
-            for i, piece in enumerate(slices(self._unapplied, ops_per_slice)):
+            # What cancels out is found across the whole catch-up (a slice at a time too): a
+            # bulk load's adds and the removals a hold brings to them are many slices apart.
+            left_out = None
+            for found in index.left_out(txn, applying, ops_per_slice):
+                if found is None:
+                    yield
+                left_out = found
+            assert left_out is not None
+            for i, piece in enumerate(slices(applying, ops_per_slice)):
                 if i:
                     yield
-                index.apply_records(txn, piece)
+                index.apply_records(txn, piece, left_out)
+            index.raise_top_seq(txn, left_out[1])
             index.mark_applied(txn, head)
             index.commit(txn)
         except lmdb.Error as exc:
@@ -354,7 +370,10 @@ class JournalPersistenceAdapter:
         finally:
             self._catching_up = None
         self._writer.health.repaired(INDEX)
-        self._all_applied()
+        if records < len(self._waiting.records):
+            self._waiting.applied(records)
+        else:
+            self._all_applied()
         self._index_changed = True
 
     def _all_applied(self) -> None:
@@ -362,9 +381,7 @@ class JournalPersistenceAdapter:
         if self._catch_up_timer is not None:
             self._catch_up_timer.cancel()
             self._catch_up_timer = None
-        self._unapplied.clear()
-        self._unapplied_ops = 0
-        self._unapplied_head = None
+        self._waiting.clear()
 
     @property
     def degraded(self) -> str | None:
@@ -372,12 +389,13 @@ class JournalPersistenceAdapter:
         return self._writer.degraded
 
     async def _after_group(self) -> None:
-        if self._unapplied_head is not None:
+        if self._index_behind():
             if not self._index_due():
                 return  # not yet: the timer wakes the writer
             # Those just woken go first (a commit's enqueue and answer): the index is a view.
             await asyncio.sleep(0)
-            large = self._unapplied_ops > CATCH_UP_SLICE_OPS
+            records = self._waiting.due_count(self._writer.loop.time())
+            large = self._waiting.ops > CATCH_UP_SLICE_OPS
             if large and self._writer.waiting and not self._stepped_aside:
                 # A commit queued behind a large catch-up (Spark's other partition) is written
                 # first, once; the catch-up then applies both groups in one transaction.
@@ -386,11 +404,13 @@ class JournalPersistenceAdapter:
             self._stepped_aside = False
             try:
                 if large:
-                    await self._catch_up_by_slices()
+                    await self._catch_up_by_slices(records)
                 else:
-                    self._catch_up()
+                    self._catch_up(records)
             except StoreFailedError:
                 return  # logged; the next group tries again
+            if self._index_behind():
+                return  # a hold goes on: files are removed after its catch-up
         # Whoever brought the index up to date (this, a large group, a read), the files it
         # shows dead go now; while it has not moved, the answer would be the same.
         if not self._index_changed:

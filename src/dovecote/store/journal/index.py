@@ -14,7 +14,7 @@ from typing import Any
 import lmdb
 
 from dovecote.core.collector import NoCollections
-from dovecote.core.destinations import destination_matches, parse_destination
+from dovecote.core.destinations import Destination, destination_matches, parse_destination
 from dovecote.store.api import (
     AckSubscription,
     AddSubscription,
@@ -43,7 +43,11 @@ from dovecote.store.journal.index_layout import (
     queue_key,
     unpack_entry,
 )
-from dovecote.store.journal.records import JournalOp, SequencedAdd, passing_through
+from dovecote.store.journal.records import (
+    JournalOp,
+    SequencedAdd,
+    passing_through_by_slices,
+)
 
 
 class Index:
@@ -158,25 +162,56 @@ class Index:
         changes[0] += count
         changes[1] += size
 
-    def apply_records(
-        self, txn: lmdb.Transaction, records: list[tuple[Location, list[JournalOp]]]
-    ) -> None:
-        """``apply`` each record in order, in one transaction, to the same end state, but for
-        one shortcut: a queue message both added and removed within these records (sent and
-        consumed between two catch-ups: the usual case) never touches the index; only the
-        highest seq given out still moves past it."""
-        with NoCollections():  # (a commit's 100,000 sends: entries made and freed)
-            skipped: set[int] = set()
-            top = 0
-            for add, removal in passing_through(records, self.last_seq_in(txn)):
+    def left_out(
+        self,
+        txn: lmdb.Transaction,
+        records: list[tuple[Location, list[JournalOp]]],
+        ops_per_slice: int = 0,
+    ) -> Iterator[tuple[set[int], int] | None]:
+        """What applying ``records`` may leave out, for the same end state: each queue message
+        both added and removed within them (sent and consumed between two catch-ups: the usual
+        case), as its operations' ``id``s; and the highest seq among them, which must still
+        become the index's (``raise_top_seq``, after the rest is applied). Yielded last, after
+        a None between each two slices of about ``ops_per_slice`` operations (0: none)."""
+        pairs: list[tuple[SequencedAdd, RemoveMessage]] = []
+        for found in passing_through_by_slices(records, self.last_seq_in(txn), ops_per_slice):
+            if found is None:
+                yield None
+            else:
+                pairs = found
+        skipped: set[int] = set()
+        top = 0
+        prefixes: dict[Destination, bytes] = {}
+        with NoCollections():
+            for n, (add, removal) in enumerate(pairs):
+                if ops_per_slice and n and n % ops_per_slice == 0:
+                    yield None
                 message = add.message
-                # (Unless the index already holds that id on that queue: the add would replace
-                # it there, and the removal then remove it.)
-                id_key = joined_key(str(message.destination), message.message_id)
-                if get_value(txn, id_key, self.qids) is None:
+                destination = message.destination
+                prefix = prefixes.get(destination)
+                if prefix is None:
+                    prefix = prefixes[destination] = joined_key(str(destination), "")
+                # (Unless the index holds that id on that queue: the add would replace it.)
+                if get_value(txn, prefix + message.message_id.encode(), self.qids) is None:
                     skipped.add(id(add))
                     skipped.add(id(removal))
                     top = max(top, add.seq)
+        yield skipped, top
+
+    def apply_records(
+        self,
+        txn: lmdb.Transaction,
+        records: list[tuple[Location, list[JournalOp]]],
+        left_out: tuple[set[int], int] | None = None,
+    ) -> None:
+        """``apply`` each record in order, in one transaction, to the same end state, but for
+        what cancels out (``left_out``: given for a catch-up in slices, found across all of
+        them; else found within these records, and the top seq raised here)."""
+        whole = left_out is None
+        if left_out is None:
+            left_out = next(found for found in self.left_out(txn, records) if found is not None)
+        skipped, top = left_out
+        with NoCollections():  # (a commit's 100,000 sends: entries made and freed)
             noted = -1
             for location, ops in records:
                 # Each file noted once per run of its records (they come in file order), not once
@@ -190,8 +225,8 @@ class Index:
                     if not ops:
                         continue
                 self.apply(txn, ops, location)
-            if top:
-                self._raise_top_seq(txn, top)
+            if whole and top:
+                self.raise_top_seq(txn, top)
 
     def last_seq_in(self, txn: lmdb.Transaction) -> int:
         raw = get_value(txn, b"seq", self.meta)
@@ -273,9 +308,9 @@ class Index:
                 live = LIVE.pack(max(count + delta, 0), max(total + size, 0))
                 txn.put(key, live, db=self.files)
         if self._top_seq:
-            self._raise_top_seq(txn, self._top_seq)
+            self.raise_top_seq(txn, self._top_seq)
 
-    def _raise_top_seq(self, txn: lmdb.Transaction, seq: int) -> None:
+    def raise_top_seq(self, txn: lmdb.Transaction, seq: int) -> None:
         if self.last_seq_in(txn) < seq:
             txn.put(b"seq", SEQ.pack(seq), db=self.meta)
 

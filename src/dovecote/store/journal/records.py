@@ -283,23 +283,27 @@ def adds_to_store(ops: list[JournalOp]) -> bool:
     return any(isinstance(op, SequencedAdd | AddSubscription) for op in ops)
 
 
-def passing_through(
-    records: Sequence[tuple[object, list[JournalOp]]], indexed_top: int
-) -> list[tuple[SequencedAdd, RemoveMessage]]:
-    """Each new queue message added and then removed within ``records``, as its add and its
-    removal: what ``apply_records`` may leave out. New: its seq is above ``indexed_top`` (a
-    compaction's move re-adds an indexed seq and must be applied). A message whose id is
-    named by anything else in between (an update, a destination removal, another add of the
-    same id) is not one of them, so that applying the rest in order gives the index exactly
-    what applying everything would. (Keyed by id alone: it runs over every operation, and
-    hashing destinations cost more.)"""
-    latest: dict[str, SequencedAdd] = {}
-    mixed: set[str] = set()
-    pairs: list[tuple[SequencedAdd, RemoveMessage]] = []
-    for _, ops in records:
+class PassingThrough:
+    """Finds each new queue message added and then removed within the operations fed to it
+    (in order), as its add and its removal (``pairs``): what ``apply_records`` may leave out.
+    New: its seq is above ``indexed_top`` (a compaction's move re-adds an indexed seq and must
+    be applied). A message whose id is named by anything else in between (an update, a
+    destination removal, another add of the same id) is not one of them, so that applying the
+    rest in order gives the index exactly what applying everything would. (Keyed by id alone:
+    it runs over every operation, and hashing destinations cost more.) Fed a slice at a time,
+    it finds pairs any number of slices apart."""
+
+    def __init__(self, indexed_top: int) -> None:
+        self.indexed_top = indexed_top
+        self.pairs: list[tuple[SequencedAdd, RemoveMessage]] = []
+        self._latest: dict[str, SequencedAdd] = {}
+        self._mixed: set[str] = set()
+
+    def feed(self, ops: list[JournalOp]) -> None:
+        latest, mixed, pairs, top = self._latest, self._mixed, self.pairs, self.indexed_top
         for op in ops:
             if isinstance(op, SequencedAdd):
-                if op.seq > indexed_top and op.message.destination.is_queue:
+                if op.seq > top and op.message.destination.is_queue:
                     message_id = op.message.message_id
                     if message_id in latest or message_id in mixed:
                         latest.pop(message_id, None)
@@ -318,7 +322,34 @@ def passing_through(
             elif isinstance(op, RemoveDestination) and latest:
                 mixed.update(latest)
                 latest.clear()
-    return pairs
+
+
+def passing_through(
+    records: Sequence[tuple[object, list[JournalOp]]], indexed_top: int
+) -> list[tuple[SequencedAdd, RemoveMessage]]:
+    """``PassingThrough``'s pairs for ``records`` at once."""
+    finder = PassingThrough(indexed_top)
+    for _, ops in records:
+        finder.feed(ops)
+    return finder.pairs
+
+
+def passing_through_by_slices(
+    records: Sequence[tuple[object, list[JournalOp]]], indexed_top: int, ops_per_slice: int
+) -> Iterator[list[tuple[SequencedAdd, RemoveMessage]] | None]:
+    """``passing_through`` about ``ops_per_slice`` operations at a time (0: all at once): a
+    None after each slice, the pairs last."""
+    finder = PassingThrough(indexed_top)
+    step = ops_per_slice or 1 << 62
+    done = 0
+    for _, ops in records:
+        for start in range(0, len(ops), step):
+            finder.feed(ops[start : start + step])
+            done += min(step, len(ops) - start)
+            if done >= step:
+                done = 0
+                yield None
+    yield finder.pairs
 
 
 pickle_by_fields(__name__)

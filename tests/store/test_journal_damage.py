@@ -18,6 +18,7 @@ from typing import Any
 import lmdb
 import pytest
 from contract import Q, T, msg, sub
+from journal_crash import crash
 
 from dovecote.core.destinations import parse_destination
 from dovecote.core.message import Message
@@ -203,10 +204,7 @@ async def test_a_rebuild_does_not_count_a_damaged_message_that_was_consumed_as_l
     store = JournalPersistenceAdapter(tmp_path, max_file_length=FILE_LENGTH, index_delay_s=60)
     await store.start()
     await store.write([RemoveMessage(Q, m.message_id) for m in messages])
-    await store._writer.stop()  # a crash: the files stay (a clean stop would remove them)
-    assert store._index is not None
-    store._index.env.close()
-    os.close(store._lock_fd)
+    await crash(store)  # the files stay (a clean stop would remove them)
     flip_middle(tmp_path / "db-2.log")
     for path in (tmp_path / "index").iterdir():
         path.unlink()

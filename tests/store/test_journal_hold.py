@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from contract import Q, msg
+from journal_crash import crash
 
 from dovecote.core.message import Message
 from dovecote.store.api import AddMessage, RemoveMessage
@@ -135,10 +135,7 @@ async def test_a_crash_in_a_hold_replays_what_it_held(
     await store.write([RemoveMessage(Q, m.message_id) for m in messages[:BULK]])
     assert not await until(lambda: applied(store) == head(store), seconds=20 * DELAY_S)
     # A crash: written and fsynced, never applied to the index, the index never closed.
-    await store._writer.stop()
-    assert store._index is not None
-    store._index.env.close()
-    os.close(store._lock_fd)
+    await crash(store)
     caplog.set_level(logging.INFO)
     again = await open_store(tmp_path)
     assert "replay applied 2 records" in caplog.text

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import pytest
 from contract import Q, StoreContract, msg
+from journal_crash import crash
 
 from dovecote.core.destinations import parse_destination
 from dovecote.store.api import (
@@ -474,10 +475,7 @@ async def test_queue_counts_kept_in_memory_are_counted_again_after_a_crash(
     await store.write([RemoveMessage(Q, m.message_id) for m in sent[:2]])
     await store.write([AddMessage(late)])
     # A crash: the index's counts are not written again, the journal is not closed.
-    await store._writer.stop()
-    assert store._index is not None
-    store._index.env.close()
-    os.close(store._lock_fd)
+    await crash(store)
     store = await open_store(tmp_path)
     kept = [*sent[2:], late]
     assert store.recover_paged().queues[Q] == StoredQueue(3, sum(m.size for m in kept), 9)
@@ -531,10 +529,7 @@ async def test_groups_the_index_had_not_caught_up_with_are_replayed_after_a_cras
     await store.write([RemoveMessage(Q, sent[0].message_id)])
     await store.write([RemoveMessage(Q, sent[4].message_id)])
     # A crash: written and fsynced, never applied to the index, the index never closed.
-    await store._writer.stop()
-    assert store._index is not None
-    store._index.env.close()
-    os.close(store._lock_fd)
+    await crash(store)
     caplog.set_level(logging.INFO)
     store = await open_store(tmp_path)
     assert "replay applied 3 records" in caplog.text

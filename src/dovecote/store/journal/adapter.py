@@ -313,13 +313,12 @@ class JournalPersistenceAdapter:
         """Apply every written group the index has not seen (the first ``records`` records
         only, if given), in one transaction: in the writer between groups, and before any read
         of the index (finishing one left between slices first)."""
-        while self._catching_up is not None or self._index_behind():
-            if self._catching_up is None:
-                if records == 0:
-                    return
-                whole = len(self._waiting.records)
-                self._catching_up = self._applying(0, whole if records < 0 else records)
-                records = 0 if records > 0 else records
+        if self._catching_up is not None:
+            for _ in self._catching_up:
+                pass
+        if self._index_behind():
+            whole = len(self._waiting.records)
+            self._catching_up = self._applying(0, whole if records < 0 else records)
             for _ in self._catching_up:
                 pass
 
@@ -334,19 +333,19 @@ class JournalPersistenceAdapter:
         slices of ``ops_per_slice`` (0: none)."""
         index = self._index
         assert index is not None
-        applying = self._waiting.records[:records]
+        pieces = slices(self._waiting.records[:records], ops_per_slice)
         head = self._waiting.end_of(records)
         txn = index.begin()
         try:
             # What cancels out is found across the whole catch-up (a slice at a time too): a
             # bulk load's adds and the removals a hold brings to them are many slices apart.
             left_out = None
-            for found in index.left_out(txn, applying, ops_per_slice):
+            for found in index.left_out(txn, pieces, ops_per_slice):
                 if found is None:
                     yield
                 left_out = found
             assert left_out is not None
-            for i, piece in enumerate(slices(applying, ops_per_slice)):
+            for i, piece in enumerate(pieces):
                 if i:
                     yield
                 index.apply_records(txn, piece, left_out)

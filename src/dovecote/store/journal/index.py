@@ -45,8 +45,8 @@ from dovecote.store.journal.index_layout import (
 )
 from dovecote.store.journal.records import (
     JournalOp,
+    PassingThrough,
     SequencedAdd,
-    passing_through_by_slices,
 )
 
 
@@ -165,25 +165,25 @@ class Index:
     def left_out(
         self,
         txn: lmdb.Transaction,
-        records: list[tuple[Location, list[JournalOp]]],
+        pieces: list[list[tuple[Location, list[JournalOp]]]],
         ops_per_slice: int = 0,
     ) -> Iterator[tuple[set[int], int] | None]:
-        """What applying ``records`` may leave out, for the same end state: each queue message
-        both added and removed within them (sent and consumed between two catch-ups: the usual
-        case), as its operations' ``id``s; and the highest seq among them, which must still
-        become the index's (``raise_top_seq``, after the rest is applied). Yielded last, after
-        a None between each two slices of about ``ops_per_slice`` operations (0: none)."""
-        pairs: list[tuple[SequencedAdd, RemoveMessage]] = []
-        for found in passing_through_by_slices(records, self.last_seq_in(txn), ops_per_slice):
-            if found is None:
+        """What applying ``pieces`` (a catch-up's slices of records) may leave out, for the
+        same end state: each queue message both added and removed within them (the usual case),
+        as its operations' ``id``s; and the highest seq among them, which must still become the
+        index's (``raise_top_seq``, once the rest is applied). Yielded last, after a None
+        between each two pieces and after each ``ops_per_slice`` pairs checked (0: none)."""
+        finder = PassingThrough(self.last_seq_in(txn))
+        for i, piece in enumerate(pieces):
+            if i:
                 yield None
-            else:
-                pairs = found
+            for _, ops in piece:
+                finder.feed(ops)
         skipped: set[int] = set()
         top = 0
         prefixes: dict[Destination, bytes] = {}
         with NoCollections():
-            for n, (add, removal) in enumerate(pairs):
+            for n, (add, removal) in enumerate(finder.pairs):
                 if ops_per_slice and n and n % ops_per_slice == 0:
                     yield None
                 message = add.message
@@ -209,7 +209,7 @@ class Index:
         them; else found within these records, and the top seq raised here)."""
         whole = left_out is None
         if left_out is None:
-            left_out = next(found for found in self.left_out(txn, records) if found is not None)
+            left_out = next(found for found in self.left_out(txn, [records]) if found)
         skipped, top = left_out
         with NoCollections():  # (a commit's 100,000 sends: entries made and freed)
             noted = -1

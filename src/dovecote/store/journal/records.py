@@ -324,32 +324,4 @@ class PassingThrough:
                 latest.clear()
 
 
-def passing_through(
-    records: Sequence[tuple[object, list[JournalOp]]], indexed_top: int
-) -> list[tuple[SequencedAdd, RemoveMessage]]:
-    """``PassingThrough``'s pairs for ``records`` at once."""
-    finder = PassingThrough(indexed_top)
-    for _, ops in records:
-        finder.feed(ops)
-    return finder.pairs
-
-
-def passing_through_by_slices(
-    records: Sequence[tuple[object, list[JournalOp]]], indexed_top: int, ops_per_slice: int
-) -> Iterator[list[tuple[SequencedAdd, RemoveMessage]] | None]:
-    """``passing_through`` about ``ops_per_slice`` operations at a time (0: all at once): a
-    None after each slice, the pairs last."""
-    finder = PassingThrough(indexed_top)
-    step = ops_per_slice or 1 << 62
-    done = 0
-    for _, ops in records:
-        for start in range(0, len(ops), step):
-            finder.feed(ops[start : start + step])
-            done += min(step, len(ops) - start)
-            if done >= step:
-                done = 0
-                yield None
-    yield finder.pairs
-
-
 pickle_by_fields(__name__)

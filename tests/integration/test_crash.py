@@ -25,6 +25,7 @@ import pytest
 from brokers import BrokerProcess, running_broker
 from dovecote.client import ConnectionFactory, Message
 from dovecote.protocol.stomp import Frame
+from dovecote.store.journal.catchup import INDEX_HOLD_ADDS
 from postgres import postgres_server
 from stomplink import Link
 
@@ -294,3 +295,36 @@ def test_large_binary_bodies_survive_kill_9_byte_for_byte(tmp_path: Path) -> Non
     with running_broker(workdir=tmp_path) as broker:
         got = [m.body for m in Link(broker.stomp_port).take_backlog("/queue/large")]
         assert got == bodies
+
+
+def test_a_bulk_load_consumed_in_part_survives_kill_9_while_the_index_waits(
+    tmp_path: Path,
+) -> None:
+    """A transaction of 10,000 persistent sends from a real client is a bulk load: the
+    journal's index waits for its consumers (store/journal/catchup.py, INDEX_HOLD_ADDS). A
+    transacted consumer commits most of them; SIGKILL comes while the index still waits for
+    both. The restart replays them: the rest are there, in order, and nothing consumed comes
+    back."""
+    count = INDEX_HOLD_ADDS
+    taken = count - 500
+    with running_broker(workdir=tmp_path) as broker:
+        conn = ConnectionFactory(f"tcp://127.0.0.1:{broker.openwire_port}").create_connection()
+        conn.start()
+        session = conn.create_session(transacted=True)
+        producer = session.create_producer(session.queue("bulk"))
+        for i in range(count):
+            producer.send(Message(f"m{i}"), persistent=True)
+        session.commit()
+        consumer = session.create_consumer(session.queue("bulk"))
+        received = [consumer.receive(10) for _ in range(taken)]
+        session.commit()
+        # Many times the index's usual wait (20 ms): without the hold it would have caught up.
+        time.sleep(0.5)
+        broker.process.send_signal(signal.SIGKILL)
+        broker.process.wait()
+        conn.close()
+        assert [m.body if m else None for m in received] == [f"m{i}" for i in range(taken)]
+    with running_broker(workdir=tmp_path) as broker:
+        assert "journal replay applied" in broker.log_text()  # (the index had waited)
+        bodies = [m.body for m in Link(broker.stomp_port).take_backlog("/queue/bulk")]
+        assert bodies == [f"m{i}".encode() for i in range(taken, count)]

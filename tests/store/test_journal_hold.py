@@ -15,8 +15,9 @@ import pytest
 from contract import Q, msg
 from journal_crash import crash
 
+from dovecote.core.destinations import Destination, DestinationType
 from dovecote.core.message import Message
-from dovecote.store.api import AddMessage, RemoveMessage
+from dovecote.store.api import AddMessage, RemoveDestination, RemoveMessage
 from dovecote.store.journal import JournalPersistenceAdapter
 from dovecote.store.journal.catchup import CATCH_UP_SLICE_OPS
 from dovecote.store.journal.datafiles import Location
@@ -144,10 +145,15 @@ async def test_a_crash_in_a_hold_replays_what_it_held(
     await again.stop()
 
 
-async def test_a_bulk_load_consumed_in_its_hold_never_reaches_the_index(tmp_path: Path) -> None:
+@pytest.mark.parametrize("client_left", [False, True], ids=["", "a temporary queue removed"])
+async def test_a_bulk_load_consumed_in_its_hold_never_reaches_the_index(
+    tmp_path: Path, client_left: bool
+) -> None:
     """Its adds and removals meet in one catch-up, applied in many slices (more operations than
     CATCH_UP_SLICE_OPS): they cancel out across the slices, and the index's file does not grow
-    by the pages their entries would have taken. Finding them is done by slices too."""
+    by the pages their entries would have taken. Finding them is done by slices too. A client
+    disconnecting in between (its temporary queue removed, as the writer's connection does
+    after a Spark write) changes nothing for them."""
     store = await open_store(tmp_path, hold_s=0.3)
     assert store._index is not None
     await store.write([AddMessage(sent(0))])  # (the index's tables made)
@@ -155,6 +161,9 @@ async def test_a_bulk_load_consumed_in_its_hold_never_reaches_the_index(tmp_path
     pages = store._index.env.info()["last_pgno"]
     messages = [sent(i) for i in range(1, 3 * CATCH_UP_SLICE_OPS)]
     await store.write([AddMessage(m) for m in messages])
+    if client_left:
+        replies = Destination(DestinationType.TEMP_QUEUE, "ID:a-spark-writer-1:1")
+        await store.write([RemoveDestination(replies)])
     for i in range(0, len(messages), 1000):  # consumed, acknowledged a thousand at a time
         await store.write([RemoveMessage(Q, m.message_id) for m in messages[i : i + 1000]])
     between = 0  # the loop's turns while the catch-up is under way

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from contract import Q, msg, sub
 
-from dovecote.core.destinations import queue
+from dovecote.core.destinations import Destination, DestinationType, queue
 from dovecote.store.api import (
     AddSubscription,
     RemoveDestination,
@@ -25,6 +25,7 @@ from dovecote.store.journal.index import Index
 from dovecote.store.journal.records import JournalOp, PassingThrough, SequencedAdd
 
 Q2 = queue("other")
+TEMP = Destination(DestinationType.TEMP_QUEUE, "ID:a-client-1:1")
 A1, A2, A3 = (SequencedAdd(i, msg(i)) for i in (1, 2, 3))
 
 
@@ -46,6 +47,17 @@ CASES: dict[str, tuple[list[list[JournalOp]], list[list[JournalOp]]]] = {
     "redelivery counted in between": ([], [[A1], [UpdateRedelivery(Q, msg(1).message_id, 2)],
                                             [remove(1)]]),
     "queue removed in between": ([], [[A1, A2], [RemoveDestination(Q)], [remove(1)]]),
+    "another queue removed in between": ([], [[A1, A2], [RemoveDestination(Q2)], [remove(1)]]),
+    "a temporary queue removed in between": (
+        [], [[A1, A2], [RemoveDestination(TEMP)], [remove(1), remove(2)]]
+    ),
+    "queue removed, then sent to again": (
+        [], [[A1], [RemoveDestination(Q)], [A2, A3], [remove(2), remove(1)]]
+    ),
+    "one of two queues removed": (
+        [], [[A1, SequencedAdd(2, msg(2, Q2))], [RemoveDestination(Q2)],
+             [remove(1), remove(2, Q2)]]
+    ),
     "the same id sent twice": ([], [[A1], [DUPLICATE], [remove(1)]]),
     "the same id sent three times": ([], [[A1], [DUPLICATE], [SequencedAdd(6, msg(1))],
                                            [remove(1)]]),
@@ -127,6 +139,11 @@ def test_what_the_shortcut_leaves_out() -> None:
     assert left_out(CASES["consumed then sent again"][1]) == [1]
     assert left_out(CASES["redelivery counted in between"][1]) == []
     assert left_out(CASES["queue removed in between"][1]) == []
+    # Only its own queue's: a client's temporary queue goes whenever it disconnects.
+    assert left_out(CASES["another queue removed in between"][1]) == [1]
+    assert left_out(CASES["a temporary queue removed in between"][1]) == [1, 2]
+    assert left_out(CASES["queue removed, then sent to again"][1]) == [2]
+    assert left_out(CASES["one of two queues removed"][1]) == [1]
     assert left_out(CASES["the same id sent twice"][1]) == []
     assert left_out(CASES["the same id sent three times"][1]) == []
     assert left_out(CASES["a stored message moved and consumed"][1], indexed_top=1) == []
@@ -242,7 +259,7 @@ def test_removing_a_queues_messages_one_by_one_leaves_what_removing_the_queue_do
 
 _ENCODE_AND_INDEX = """
 import gc, sys
-from dovecote.core.destinations import queue
+from dovecote.core.destinations import Destination, DestinationType, queue
 from dovecote.core.message import Message
 from dovecote.store.journal.datafiles import Location
 from dovecote.store.journal.index import Index

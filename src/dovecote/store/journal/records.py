@@ -16,7 +16,7 @@ import msgpack
 from zlib_ng.zlib_ng import crc32
 
 from dovecote.core.collector import NoCollections
-from dovecote.core.destinations import parse_destination
+from dovecote.core.destinations import Destination, parse_destination
 from dovecote.core.message import Message
 from dovecote.core.records import pickle_by_fields
 from dovecote.store.api import (
@@ -289,21 +289,31 @@ class PassingThrough:
     New: its seq is above ``indexed_top`` (a compaction's move re-adds an indexed seq and must
     be applied). A message whose id is named by anything else in between (an update, a
     destination removal, another add of the same id) is not one of them, so that applying the
-    rest in order gives the index exactly what applying everything would. (Keyed by id alone:
-    it runs over every operation, and hashing destinations cost more.) Fed a slice at a time,
-    it finds pairs any number of slices apart."""
+    rest in order gives the index exactly what applying everything would; the removal of a
+    destination, only for the messages added to it (a client's temporary queue goes at
+    every disconnect). (Keyed by id alone: it runs over every operation, and hashing
+    destinations cost more.) Fed a slice at a time, it finds pairs any number of slices
+    apart."""
 
     def __init__(self, indexed_top: int) -> None:
         self.indexed_top = indexed_top
         self.pairs: list[tuple[SequencedAdd, RemoveMessage]] = []
         self._latest: dict[str, SequencedAdd] = {}
         self._mixed: set[str] = set()
+        self._queues: set[Destination] = set()
+        """Every queue an add in ``_latest`` went to (and some whose adds are gone)."""
 
     def feed(self, ops: list[JournalOp]) -> None:
         latest, mixed, pairs, top = self._latest, self._mixed, self.pairs, self.indexed_top
+        queues = self._queues
+        last: Destination | None = None
         for op in ops:
             if isinstance(op, SequencedAdd):
-                if op.seq > top and op.message.destination.is_queue:
+                destination = op.message.destination
+                if op.seq > top and destination.is_queue:
+                    if destination is not last:  # (a bulk load's adds share one)
+                        queues.add(destination)
+                        last = destination
                     message_id = op.message.message_id
                     if message_id in latest or message_id in mixed:
                         latest.pop(message_id, None)
@@ -319,9 +329,14 @@ class PassingThrough:
                 if op.message_id in latest:
                     del latest[op.message_id]
                     mixed.add(op.message_id)
-            elif isinstance(op, RemoveDestination) and latest:
-                mixed.update(latest)
-                latest.clear()
+            elif isinstance(op, RemoveDestination) and op.destination in queues:
+                removed = op.destination
+                gone = [i for i, add in latest.items() if add.message.destination == removed]
+                for message_id in gone:
+                    del latest[message_id]
+                mixed.update(gone)
+                queues.discard(removed)
+                last = None
 
 
 pickle_by_fields(__name__)

@@ -83,6 +83,21 @@ async def test_a_bulk_load_and_its_consumption_wait_for_the_hold_to_end(tmp_path
     await store.stop()
 
 
+async def test_a_hold_ends_once_its_messages_are_consumed(tmp_path: Path) -> None:
+    """As many removals as adds waiting (a Spark stream's last batch committed): the catch-up
+    comes then, not at the hold's end; removing fewer, it waits."""
+    store = await open_store(tmp_path, hold_s=60.0)
+    messages = [sent(i) for i in range(2 * BULK)]
+    await store.write([AddMessage(m) for m in messages[:BULK]])
+    await store.write([AddMessage(m) for m in messages[BULK:]])
+    await store.write([RemoveMessage(Q, m.message_id) for m in messages[: BULK + 50]])
+    assert not await until(lambda: applied(store) == head(store), seconds=20 * DELAY_S)
+    await store.write([RemoveMessage(Q, m.message_id) for m in messages[BULK + 50 :]])
+    assert await until(lambda: applied(store) == head(store), seconds=1.0)
+    assert store.message_count(Q) == 0
+    await store.stop()
+
+
 async def test_a_small_group_is_not_held(tmp_path: Path) -> None:
     store = await open_store(tmp_path)
     await store.write([AddMessage(sent(i)) for i in range(BULK - 1)])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from dovecote.store.api import RemoveMessage
 from dovecote.store.journal.datafiles import Location
 from dovecote.store.journal.records import JournalOp, SequencedAdd
 
@@ -33,7 +34,8 @@ the catch-up back: such messages are mostly consumed within seconds (a Spark str
 batches), and then neither their adds nor their removals reach the index, where both were
 most of the broker's work for them (FORMAT.md)."""
 INDEX_HOLD_S: Final = 15.0
-"""How long after the last such group the index waits (a read of it ends the wait)."""
+"""How long after the last such group the index waits (a read of it ends the wait, and so
+do as many removals as the records waiting add: their consumers are done)."""
 INDEX_HOLD_BYTES: Final = 128 * 1024 * 1024
 """... and for how many bytes of records at most: they keep their messages in memory, and a
 crash replays them. Past it, the records before the latest large group are applied."""
@@ -69,6 +71,9 @@ class WaitingRecords:
         """While a bulk load holds the catch-up back, where its records start (else None)."""
         self._held_before = 0
         """... and the bytes of the records before them."""
+        self._adds = 0
+        self._removals = 0
+        """Messages added and removed by the records (a hold ends when they are as many)."""
 
     def note(self, written: Records, size: int, head: Location, now: float) -> int:
         """A group written (``size`` bytes of records): APPLY_NOW, HOLD (the catch-up is now
@@ -80,7 +85,9 @@ class WaitingRecords:
         self.ops += sum(len(ops) for _, ops in written)
         self.size += size
         self.head = head
-        adds = sum(isinstance(op, SequencedAdd) for _, ops in written for op in ops)
+        adds, removals = _adds_and_removals(written)
+        self._adds += adds
+        self._removals += removals
         if adds and size > INDEX_AT_ONCE_BYTES and size > INDEX_AT_ONCE_BYTES_PER_ADD * adds:
             # Mostly message bodies: little index work beside its fsync, and deferred it
             # costs more than it saves. (Many removals are index work: they wait.)
@@ -89,6 +96,10 @@ class WaitingRecords:
             self.hold_from, self._held_before = start, before
             self.due = now + self.hold_s
             return HOLD
+        if self.hold_from is not None and self._removals >= self._adds:
+            # Consumed (a Spark stream's last batch committed): waiting saves nothing more,
+            # and the catch-up, cheap now, frees the records' memory and their files.
+            self.due = now
         return WAIT
 
     def is_due(self, now: float) -> bool:
@@ -122,14 +133,28 @@ class WaitingRecords:
             return
         assert count == self.hold_from
         self.ops -= sum(len(ops) for _, ops in self.records[:count])
+        adds, removals = _adds_and_removals(self.records[:count])
+        self._adds -= adds
+        self._removals -= removals
         del self.records[:count]
         self.size -= self._held_before
         self.hold_from, self._held_before = 0, 0
 
     def clear(self) -> None:
         self.records = []
-        self.ops = self.size = self._held_before = 0
+        self.ops = self.size = self._held_before = self._adds = self._removals = 0
         self.head = self.hold_from = None
+
+
+def _adds_and_removals(records: Records) -> tuple[int, int]:
+    adds = removals = 0
+    for _, ops in records:
+        for op in ops:
+            if isinstance(op, SequencedAdd):
+                adds += 1
+            elif isinstance(op, RemoveMessage):
+                removals += 1
+    return adds, removals
 
 
 def slices(records: Records, ops_per_slice: int) -> list[Records]:

@@ -206,3 +206,32 @@ def test_the_spark_writer_appends_string_properties_and_sends_typed_ones(tmp_pat
             assert all(m.message_id.split(":")[-3] == "0" for m in got)  # Append's ids
         with StreamClient(url, queue("typed")) as stream:
             assert [m.properties["n"] for m in stream.read(0, 2**62)] == list(range(30))
+
+
+def test_a_bulk_load_consumed_before_the_index_caught_up_never_reaches_it(
+    tmp_path: Path,
+) -> None:
+    """As a Spark write and stream read go: 12,000 messages appended in one transaction by a
+    connection that then closes (its temporary reply queue removed), then all removed by one
+    stream Commit. The journal's index held the bulk load back, and its adds and removals
+    cancel out: once the broker has stopped (the index then up to date), its file has not
+    grown by the pages their entries take when applied."""
+    name = queue(f"append.{uuid.uuid4().hex[:8]}")
+    with running_broker(workdir=tmp_path) as broker:
+        url = f"tcp://127.0.0.1:{broker.openwire_port}"
+        with ConnectionFactory(url).create_connection() as connection:
+            session = connection.create_session(transacted=True)
+            appender = StreamAppender(session, name)
+            for first in range(0, 12_000, 3_000):
+                appender.append(block(first, 3_000))
+            assert appender.finish() == 12_000
+            session.commit()
+            appender.close()
+        (index,) = tmp_path.rglob("index/data.mdb")
+        before = index.stat().st_size
+        with StreamClient(url, name) as stream:
+            plan = stream.plan(after=0)
+            assert plan.count == 12_000
+            assert stream.commit(plan.end) == 12_000
+    grown = index.stat().st_size - before
+    assert grown < 64 * 4096, f"the index grew by {grown} bytes"

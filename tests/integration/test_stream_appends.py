@@ -11,13 +11,15 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from brokers import running_broker
 from dovecote.broker.security.users import hash_password
-from dovecote.client import ConnectionFactory, JMSError
+from dovecote.client import ConnectionFactory, JMSError, Session
 from dovecote.client.streams import PERSISTENT, StreamAppender, StreamClient, is_dovecote
 from dovecote.core.destinations import Destination, queue
 from dovecote.core.message import BodyType, Message
@@ -43,6 +45,15 @@ def block(first: int, count: int, tag: str = "m") -> bytes:
     return encode_block(messages)
 
 
+@contextmanager
+def appending(url: str, name: Destination) -> Iterator[tuple[Session, StreamAppender]]:
+    """A transacted session on a connection of its own, and Append requests to ``name`` in
+    its transactions."""
+    with ConnectionFactory(url).create_connection() as connection:
+        session = connection.create_session(transacted=True)
+        yield session, StreamAppender(session, name)
+
+
 def held(url: str, name: Destination) -> list[tuple[object, ...]]:
     with StreamClient(url, name) as stream:
         return [
@@ -63,10 +74,8 @@ def test_appended_messages_arrive_at_commit_in_order_and_survive_a_restart(
     name = queue(f"append.{uuid.uuid4().hex[:8]}")
     with running_broker(workdir=tmp_path) as broker:
         url = f"tcp://127.0.0.1:{broker.openwire_port}"
-        with ConnectionFactory(url).create_connection() as connection:
-            assert is_dovecote(connection)
-            session = connection.create_session(transacted=True)
-            appender = StreamAppender(session, name)
+        with appending(url, name) as (session, appender):
+            assert is_dovecote(session.connection)
             appender.append(block(0, 300))
             appender.append(block(300, 200))
             assert appender.finish() == 500
@@ -85,9 +94,7 @@ def test_a_rollback_leaves_nothing_and_the_transaction_goes_on(tmp_path: Path) -
     name = queue(f"append.{uuid.uuid4().hex[:8]}")
     with running_broker(workdir=tmp_path) as broker:
         url = f"tcp://127.0.0.1:{broker.openwire_port}"
-        with ConnectionFactory(url).create_connection() as connection:
-            session = connection.create_session(transacted=True)
-            appender = StreamAppender(session, name)
+        with appending(url, name) as (session, appender):
             appender.append(block(0, 50))
             appender.finish()
             session.rollback()
@@ -103,9 +110,7 @@ def test_a_block_that_does_not_read_is_refused_and_takes_nothing(tmp_path: Path)
     good = block(0, 10)
     with running_broker(workdir=tmp_path) as broker:
         url = f"tcp://127.0.0.1:{broker.openwire_port}"
-        with ConnectionFactory(url).create_connection() as connection:
-            session = connection.create_session(transacted=True)
-            appender = StreamAppender(session, name)
+        with appending(url, name) as (session, appender):
             for bad, why in (
                 (good[: len(good) // 2], "cut short"),
                 (b"nonsense", "not a stream block"),
@@ -219,9 +224,7 @@ def test_a_bulk_load_consumed_before_the_index_caught_up_never_reaches_it(
     name = queue(f"append.{uuid.uuid4().hex[:8]}")
     with running_broker(workdir=tmp_path) as broker:
         url = f"tcp://127.0.0.1:{broker.openwire_port}"
-        with ConnectionFactory(url).create_connection() as connection:
-            session = connection.create_session(transacted=True)
-            appender = StreamAppender(session, name)
+        with appending(url, name) as (session, appender):
             for first in range(0, 12_000, 3_000):
                 appender.append(block(first, 3_000))
             assert appender.finish() == 12_000

@@ -31,6 +31,7 @@ SRC = ROOT / "src"
 BUILD = ROOT / "build" / "native"
 
 MODULES = [
+    "dovecote/core/appended_blocks.py",
     "dovecote/core/commands.py",
     "dovecote/core/destinations.py",
     "dovecote/core/ids.py",

@@ -76,8 +76,9 @@ def test_appended_messages_arrive_at_commit_in_order_and_survive_a_restart(
         url = f"tcp://127.0.0.1:{broker.openwire_port}"
         with appending(url, name) as (session, appender):
             assert is_dovecote(session.connection)
-            appender.append(block(0, 300))
-            appender.append(block(300, 200))
+            blocks = [block(0, 300), block(300, 200)]
+            for each in blocks:
+                appender.append(each)
             assert appender.finish() == 500
             assert held(url, name) == []  # nothing before the commit
             session.commit()
@@ -85,6 +86,9 @@ def test_appended_messages_arrive_at_commit_in_order_and_survive_a_restart(
         got = held(url, name)
         assert [g[0] for g in got] == [f"m{i}" for i in range(500)]
         assert got[7] == ("m7", 4 + 7 % 3, "c7", "7", True)
+    # The journal keeps each block as the request brought it (store/journal/FORMAT.md, B).
+    journal = b"".join(path.read_bytes() for path in tmp_path.rglob("db-*.log"))
+    assert all(each in journal for each in blocks)
     with running_broker(workdir=tmp_path) as broker:
         url = f"tcp://127.0.0.1:{broker.openwire_port}"
         assert [g[0] for g in held(url, name)] == [f"m{i}" for i in range(500)]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from dovecote.core.appended_blocks import AppendedBlock
 from dovecote.core.commands import (
     AckType,
     ConnectionInfo,
@@ -24,6 +25,7 @@ from dovecote.core.commands import (
 from dovecote.core.destinations import Destination, DestinationType, queue, topic
 from dovecote.core.ids import ConnectionId, ConsumerId, ProducerId, SessionId, TransactionId
 from dovecote.core.message import Message
+from dovecote.core.stream_blocks import encode_block
 from dovecote.protocol.openwire.compiled import Structure
 from dovecote.protocol.openwire.converter import OpenWireRequest
 from dovecote.protocol.stomp.converter import StompRequest
@@ -73,6 +75,7 @@ CANDIDATES: list[Callable[[int, object], object]] = [
     lambda i, _: ConnectionInfo(ConnectionId(f"ID:c-{i}"), None, None, None),
     lambda i, _: Structure(1_000 + i),
     lambda i, _: {f"field-{i}": i},
+    lambda i, _: AppendedBlock(encode_block([]), queue(f"q-{i}"), True, "p", "c"),
     lambda _, default: next(m for m in type(default) if m is not default),  # an enum's other
 ]
 

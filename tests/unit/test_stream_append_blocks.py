@@ -1,4 +1,4 @@
-"""The broker's reading of an Append request's block (broker/appends.py): the messages a
+"""The broker's reading of an Append request's block (core/appended_blocks.py): the messages a
 block holds come back as the broker's messages to the request's destination, field by field,
 and a block that does not read whole is refused, naming what is wrong."""
 
@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from dovecote.broker.appends import decode_appended
+from dovecote.core.appended_blocks import decode_appended
 from dovecote.core.destinations import queue, topic
 from dovecote.core.errors import BrokerError
 from dovecote.core.message import BodyType, Message

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from dovecote.broker.consumer import Consumer, DispatchSink, Entry
 from dovecote.broker.queue import Queue
 from dovecote.broker.topic import TopicSubscription
+from dovecote.core.appended_blocks import AppendedBlock
 from dovecote.core.commands import ConnectionInfo, MessageAck, SendMessage
 from dovecote.core.destinations import Destination
 from dovecote.core.errors import UnknownTransactionError
@@ -38,6 +39,8 @@ class LocalTransaction:
     transaction_id: TransactionId
     sends: list[Message] = field(default_factory=list)
     acks: list[TransactedAck] = field(default_factory=list)
+    blocks: dict[int, AppendedBlock] = field(default_factory=dict)
+    """Append blocks among the sends, by the id of their first message (it keeps them)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,11 +27,11 @@ know it from its journal).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from itertools import repeat
+from collections.abc import Callable
 
 from dovecote.broker.connection import ConnectionState, LocalTransaction
 from dovecote.broker.plugins import BrokerPlugin, PluginHost
+from dovecote.core.ids import highest_sequences
 from dovecote.core.message import Message
 from dovecote.store.api import PersistenceAdapter
 from dovecote.store.producers import ProducerSequences, stored_sequences
@@ -82,21 +82,6 @@ class ProducerAudit(BrokerPlugin):
     async def after_commit(self, state: ConnectionState, tx: LocalTransaction) -> None:
         # Each producer's highest sequence in the transaction is noted, once: what noting
         # every send would leave (a Spark partition's commit holds 100,000 of them).
-        ids = (message.message_id for message in tx.sends if message.persistent)
+        ids = [message.message_id for message in tx.sends if message.persistent]
         for producer, sequence in highest_sequences(ids).items():
             self.sequences.note(f"{producer}:{sequence}")
-
-
-def highest_sequences(message_ids: Iterable[str]) -> dict[str, int]:
-    """Each producer's highest sequence id among ``message_ids``, in the order producers
-    first come (ids of another shape left out, as ``ProducerSequences.seen`` leaves them)."""
-    highest: dict[str, int] = {}
-    for producer, _, text in map(str.rpartition, message_ids, repeat(":")):
-        try:
-            sequence = int(text)
-        except ValueError:
-            continue
-        last = highest.get(producer)
-        if last is None or sequence > last:
-            highest[producer] = sequence
-    return highest

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from itertools import count
 from typing import TYPE_CHECKING
@@ -27,6 +27,7 @@ from dovecote.broker.policy import BrokerSettings
 from dovecote.broker.queue import Queue, QueueStats
 from dovecote.broker.sequencer import Sequencer
 from dovecote.broker.topic import TopicSubscription
+from dovecote.core.appended_blocks import AppendedBlock
 from dovecote.core.destinations import Destination, destination_matches
 from dovecote.core.message import Message
 from dovecote.store.api import (
@@ -203,11 +204,13 @@ class Regions:
         extra_ops: Iterable[StoreOp] = (),
         sync: bool = True,
         accepted: Accepted = None,
+        blocks: Mapping[int, AppendedBlock] | None = None,
     ) -> None:
         """Store (persistent ones, in one batch; the write synced unless ``sync`` is False:
         nobody waits for it) and then deliver messages to destinations. ``accepted`` is
         called once they are stored and enqueued, before they are dispatched: a sender's
-        answer need not wait for the dispatch (nor does ActiveMQ's)."""
+        answer need not wait for the dispatch (nor does ActiveMQ's). ``blocks``: the Append
+        blocks among ``messages``, by the id of their first (LocalTransaction.blocks)."""
         ops: list[StoreOp] = list(extra_ops)
         to_queues: list[Message] = []
         to_topics: list[tuple[Message, list[TopicSubscription]]] = []
@@ -220,7 +223,8 @@ class Regions:
                     message = original.routed(destination, sequencer.next_at(clock))
                     to_queues.append(message)
                     if message.persistent:
-                        ops.append(AddMessage(message))
+                        block = blocks.get(id(original)) if blocks else None
+                        ops.append(AddMessage(message, block))
                     continue
                 message = original
                 if destination != original.destination:

@@ -46,9 +46,10 @@ from dataclasses import replace
 from typing import ClassVar, Protocol, runtime_checkable
 
 from dovecote.broker.appends import PERSISTENT_PROPERTY as APPEND_PERSISTENT
-from dovecote.broker.appends import decode_appended, open_transaction
+from dovecote.broker.appends import open_transaction
 from dovecote.broker.connection import ConnectionState
 from dovecote.broker.replies import AnsweringPlugin
+from dovecote.core.appended_blocks import AppendedBlock
 from dovecote.core.commands import SendMessage
 from dovecote.core.destinations import Destination, queue, topic
 from dovecote.core.errors import BrokerError, DovecoteError
@@ -166,9 +167,10 @@ class StreamPlugin(AnsweringPlugin):
             persistent = str(request.properties.get(APPEND_PERSISTENT, "true")).lower() != "false"
             connection_id = state.info.connection_id
             producer_id = request.producer_id or f"{connection_id.value}:append"
-            messages = decode_appended(
+            appended = AppendedBlock(
                 request.body, make(target_name), persistent, producer_id, connection_id.value
             )
+            messages = appended.messages
             if messages:
                 host = self.broker
                 assert isinstance(host, _Admitting), "the broker checks sends"
@@ -176,6 +178,8 @@ class StreamPlugin(AnsweringPlugin):
                 await host.admit_send(connection_id, SendMessage(messages[0], tid))
                 if transaction is not None:
                     transaction.sends.extend(messages)
+                    if persistent:  # (the store may keep the block as it came)
+                        transaction.blocks[id(messages[0])] = appended
                 else:
                     await host.deliver(messages)
             return {"appended": len(messages)}

@@ -34,7 +34,7 @@ async def _commit(regions: Regions, tx: LocalTransaction) -> None:
     for ack in tx.acks:
         if ack.record.origin is not None:
             ops.extend(regions.consume_ops(ack.record.origin, ack.entries))
-    await regions.route(tx.sends, extra_ops=ops)
+    await regions.route(tx.sends, extra_ops=ops, blocks=tx.blocks)
     for ack in tx.acks:
         ack.record.consumer.settle(ack.entries)
         release_all(ack.entries)

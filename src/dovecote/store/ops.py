@@ -7,8 +7,9 @@ be compiled. api.py gives them under its own name as well.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from dovecote.core.appended_blocks import AppendedBlock
 from dovecote.core.destinations import Destination
 from dovecote.core.message import Message
 from dovecote.core.records import pickle_by_fields
@@ -31,9 +32,14 @@ class AddMessage:
     core/records.py says, and as immutable."""
 
     message: Message
+    block: AppendedBlock | None = field(default=None, compare=False)
+    """On the first of the adds of an Append block's messages, when they follow it here in
+    the block's order, as the broker enqueued them: a store may keep the block as it came
+    (store/journal/FORMAT.md) instead of each message."""
 
-    def __init__(self, message: Message) -> None:
+    def __init__(self, message: Message, block: AppendedBlock | None = None) -> None:
         self.message = message
+        self.block = block
 
 
 @dataclass(slots=True, unsafe_hash=True, init=False)

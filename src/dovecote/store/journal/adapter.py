@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Generator, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -58,9 +59,11 @@ from dovecote.store.journal.filelock import take_lock
 from dovecote.store.journal.index import Index
 from dovecote.store.journal.records import (
     BatchEncoder,
+    BlockStarts,
     JournalOp,
     PagedRecord,
     batch_adds,
+    forget_blocks,
     group_records,
     message_bytes,
     sequence,
@@ -102,6 +105,8 @@ class JournalPersistenceAdapter:
             self._write_group, self._after_group, adds=batch_adds, write_now=self._write_now
         )
         self._encoder = BatchEncoder()
+        self._blocks: BlockStarts = {}
+        """Adds that begin an Append block, until their record is written (BatchEncoder)."""
         self._waiting = WaitingRecords(index_delay_s, index_hold)
         """Groups written (durable) but not yet applied to the index."""
         self._catch_up_timer: asyncio.TimerHandle | asyncio.Handle | None = None
@@ -219,8 +224,14 @@ class JournalPersistenceAdapter:
     ) -> Awaitable[None]:
         if not batch:
             return written()
-        ops, self._next_seq = sequence(batch, self._next_seq)
-        return self._writer.submit((ops, sync), urgent=not lazy)
+        blocks = self._blocks
+        known = len(blocks)
+        ops, self._next_seq = sequence(batch, self._next_seq, blocks)
+        mine = list(blocks)[known:] if len(blocks) > known else None
+        future = self._writer.submit((ops, sync), urgent=not lazy)
+        if mine:
+            future.add_done_callback(partial(forget_blocks, blocks, mine))
+        return future
 
     async def _write_group(self, group: list[tuple[list[JournalOp], bool]]) -> None:
         files = self._files
@@ -273,10 +284,10 @@ class JournalPersistenceAdapter:
         size = 0
         encoder = self._encoder
         for ops in group_records([batch for batch, _ in group]):
-            header, payload = encoder.parts(ops)
+            parts = encoder.parts(ops, self._blocks)
             try:
-                size += len(header) + len(payload)
-                written.append((files.append(header, payload), ops))
+                size += sum(map(len, parts))
+                written.append((files.append(*parts), ops))
             finally:
                 encoder.release()
         return written, size

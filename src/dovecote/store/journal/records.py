@@ -15,6 +15,7 @@ import msgpack
 # zlib-ng's CRC-32 is zlib's, bit for bit, and many times faster (SIMD).
 from zlib_ng.zlib_ng import crc32
 
+from dovecote.core.appended_blocks import AppendedBlock, decode_appended
 from dovecote.core.collector import NoCollections
 from dovecote.core.destinations import Destination, parse_destination
 from dovecote.core.message import Message
@@ -71,6 +72,16 @@ def record_header(payload: bytes | memoryview, kind: int = BATCH) -> bytes:
     return RECORD_HEADER.pack(len(payload), crc32(payload, crc32(bytes((kind,)))), kind)
 
 
+def parts_header(parts: Sequence[bytes | memoryview], kind: int = BATCH) -> bytes:
+    """``record_header`` of the payload ``parts`` make together."""
+    crc = crc32(bytes((kind,)))
+    size = 0
+    for part in parts:
+        crc = crc32(part, crc)
+        size += len(part)
+    return RECORD_HEADER.pack(size, crc, kind)
+
+
 def frame_record(payload: bytes, kind: int = BATCH) -> bytes:
     return record_header(payload, kind) + payload
 
@@ -80,13 +91,13 @@ def check_record(kind: int, crc: int, payload: bytes | memoryview) -> bool:
 
 
 RECORD_START: Final = re.compile(
-    rb"\x01(?:[\x91-\x9f]|\xdc[\x00-\xff]{2}|\xdd[\x00-\xff]{4})[\x92-\x96]\xa1[ARUSXKD]"
+    rb"\x01(?:[\x91-\x9f]|\xdc[\x00-\xff]{2}|\xdd[\x00-\xff]{4})[\x92-\x98]\xa1[ARUSXKDB]"
 )
 """Where a batch record may start, from its type byte on: type 1, then a msgpack array of
 operations whose first is an array beginning with a one-letter tag (``encode_op``). Damage
 is skipped by searching for this and then checking the length and checksum (FORMAT.md)."""
 
-_OP_START: Final = re.compile(rb"[\x92-\x96]\xa1[ARUSXKD]")
+_OP_START: Final = re.compile(rb"[\x92-\x98]\xa1[ARUSXKDB]")
 
 
 def salvage(region: bytes) -> list[JournalOp]:
@@ -104,9 +115,9 @@ def salvage(region: bytes) -> list[JournalOp]:
             unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
             unpacker.feed(view[start : start + window])
             try:
-                op = decode_op(unpacker.unpack())
+                ops = decode_ops(unpacker.unpack())
                 position = start + unpacker.tell()
-                found.append(op)
+                found.extend(ops)
             except msgpack.OutOfData:
                 if start + window < len(region):
                     window *= 2
@@ -140,6 +151,7 @@ def encode_op(op: JournalOp) -> list[Any]:
 
 
 def decode_op(f: list[Any]) -> JournalOp:
+    """One operation (not a block's adds: ``decode_ops``)."""
     tag = f[0]
     if tag == "A":
         return SequencedAdd(f[1], decode_message(f[2]))
@@ -158,29 +170,126 @@ def decode_op(f: list[Any]) -> JournalOp:
     raise ValueError(f"unknown journal operation {tag!r}")
 
 
+BLOCK_FIELDS: Final = 8
+
+
+def block_op_head(add: SequencedAdd, block: AppendedBlock) -> list[Any]:
+    """An Append block's adds as one operation, from ``add`` (its first) on: all of it but
+    the block, whose bytes follow (msgpack bin 32) as the request brought them."""
+    return [
+        "B", add.seq, add.message.sequence, str(block.target), block.persistent,
+        block.producer_id, block.connection_id,
+    ]  # fmt: skip
+
+
+def block_adds(f: list[Any]) -> list[SequencedAdd]:
+    """The adds a block operation (``block_op_head``) stands for, in its order."""
+    _, first_seq, first_sequence, target, persistent, producer_id, connection_id, block = f
+    messages = decode_appended(
+        block, parse_destination(target), persistent, producer_id, connection_id, first_sequence
+    )
+    return [SequencedAdd(first_seq + i, message) for i, message in enumerate(messages)]
+
+
+def decode_ops(f: list[Any]) -> list[JournalOp]:
+    """An encoded operation's operations: one, or a block's adds."""
+    if f[0] == "B":
+        return list(block_adds(f))
+    return [decode_op(f)]
+
+
+def block_run(ops: Sequence[JournalOp], start: int, block: AppendedBlock) -> int:
+    """How many adds from ``ops[start]`` on ``block`` stands for: all of its messages, as
+    the broker enqueued them (in order, on its destination, their seqs and sequence numbers
+    one after another); 0 when they are not that (then each is encoded)."""
+    originals = block.messages
+    count = len(originals)
+    if not count or start + count > len(ops):
+        return 0
+    first = ops[start]
+    if not isinstance(first, SequencedAdd) or first.message.sequence <= 0:
+        return 0
+    seq, sequence, target = first.seq, first.message.sequence, block.target
+    for i in range(count):
+        op = ops[start + i]
+        if not isinstance(op, SequencedAdd):
+            return 0
+        message, original = op.message, originals[i]
+        if (
+            op.seq != seq + i
+            or message.sequence != sequence + i
+            # (a routed copy of the block's message shares its id and body)
+            or message.message_id is not original.message_id
+            or message.body is not original.body
+            or message.persistent != block.persistent
+            or (message.destination is not target and message.destination != target)
+        ):
+            return 0
+    return count
+
+
 def encode_batch(ops: Sequence[JournalOp]) -> bytes:
     return frame_record(msgpack.packb([encode_op(op) for op in ops], use_bin_type=True))
 
 
 class BatchEncoder:
-    """``encode_batch`` for the hot path: the record as its header and a view of the packed
-    payload, to be written together (``os.pwritev``). The payload, message bodies and all,
-    is not copied out of the packer nor joined to its header: two copies fewer per record."""
+    """``encode_batch`` for the hot path: the record as its header and its payload in parts,
+    to be written together (``os.pwritev``). The payload, message bodies and all, is not
+    copied out of the packer nor joined to its header: two copies fewer per record. An Append
+    block is not encoded at all: its bytes, as the request brought them, are a part."""
 
     def __init__(self) -> None:
         self._packer = msgpack.Packer(autoreset=False, use_bin_type=True)
+        self._heads = msgpack.Packer(use_bin_type=True)
         self._payload: memoryview | None = None
 
-    def parts(self, ops: Sequence[JournalOp]) -> tuple[bytes, memoryview]:
-        """The header and payload of ``ops``' record; the payload is valid until ``release``
-        (a method pair, not a context manager: contextlib's is interpreted, and this runs
-        once per record)."""
+    def parts(
+        self, ops: Sequence[JournalOp], blocks: BlockStarts | None = None
+    ) -> list[bytes | memoryview]:
+        """The header and payload parts of ``ops``' record, valid until ``release`` (a
+        method pair, not a context manager: contextlib's is interpreted, and this runs once
+        per record). Adds that begin a block in ``blocks`` are taken out of it, and the
+        block stands for its adds where they follow (``block_run``)."""
         self.release()
         # (A failure inside pack leaves the packer empty: msgpack resets it.)
         with NoCollections():
-            self._packer.pack([encode_op(op) for op in ops])
-        payload = self._payload = self._packer.getbuffer()
-        return record_header(payload), payload
+            if not blocks:
+                self._packer.pack([encode_op(op) for op in ops])
+                payload = self._payload = self._packer.getbuffer()
+                return [record_header(payload), payload]
+            return self._with_blocks(ops, blocks)
+
+    def _with_blocks(
+        self, ops: Sequence[JournalOp], blocks: BlockStarts
+    ) -> list[bytes | memoryview]:
+        packer = self._packer
+        packer.reset()
+        payload: list[bytes | memoryview] = []
+        count = i = 0
+        packed = False  # (ops in the packer since its last part)
+        while i < len(ops):
+            op = ops[i]
+            start = blocks.pop(id(op), None)
+            run = block_run(ops, i, start[1]) if start is not None and start[0] is op else 0
+            if start is not None and run:
+                block = start[1].block
+                packer.pack_array_header(BLOCK_FIELDS)
+                for field in block_op_head(start[0], start[1]):
+                    packer.pack(field)
+                payload += [packer.bytes() + b"\xc6" + len(block).to_bytes(4, "big"), block]
+                packer.reset()
+                packed = False
+                i += run
+            else:
+                packer.pack(encode_op(op))
+                packed = True
+                i += 1
+            count += 1
+        if packed:
+            payload.append(packer.bytes())
+            packer.reset()
+        payload.insert(0, self._heads.pack_array_header(count))
+        return [parts_header(payload), *payload]
 
     def release(self) -> None:
         """Let go of the last payload (the packer's buffer is then reused)."""
@@ -191,7 +300,13 @@ class BatchEncoder:
 
 
 def decode_batch(payload: bytes) -> list[JournalOp]:
-    return [decode_op(f) for f in msgpack.unpackb(payload, raw=False, strict_map_key=False)]
+    ops: list[JournalOp] = []
+    for f in msgpack.unpackb(payload, raw=False, strict_map_key=False):
+        if f[0] == "B":
+            ops.extend(block_adds(f))
+        else:
+            ops.append(decode_op(f))
+    return ops
 
 
 def group_records(batches: list[list[JournalOp]]) -> Iterator[list[JournalOp]]:
@@ -222,13 +337,30 @@ def batch_adds(item: tuple[list[JournalOp], bool]) -> bool:
     return adds_to_store(item[0])
 
 
-def sequence(batch: Sequence[StoreOp], next_seq: int) -> tuple[list[JournalOp], int]:
-    """Give each AddMessage the store's next sequence number."""
+BlockStarts = dict[int, tuple[SequencedAdd, AppendedBlock]]
+"""Adds that begin an Append block (AddMessage.block), with it, by their id."""
+
+
+def forget_blocks(blocks: BlockStarts, keys: list[int], _: object) -> None:
+    """Once a batch's record is written (the encoder took its blocks) or refused, its
+    blocks are let go of either way."""
+    for key in keys:
+        blocks.pop(key, None)
+
+
+def sequence(
+    batch: Sequence[StoreOp], next_seq: int, blocks: BlockStarts | None = None
+) -> tuple[list[JournalOp], int]:
+    """Give each AddMessage the store's next sequence number (the adds that begin an Append
+    block go into ``blocks``, given one)."""
     ops: list[JournalOp] = []
     for op in batch:
         if isinstance(op, AddMessage):
-            ops.append(SequencedAdd(next_seq, op.message))
+            add = SequencedAdd(next_seq, op.message)
+            ops.append(add)
             next_seq += 1
+            if op.block is not None and blocks is not None:
+                blocks[id(add)] = (add, op.block)
         else:
             ops.append(op)
     return ops, next_seq
@@ -259,12 +391,13 @@ class PagedRecord:
         while self._left and seq not in self.adds:
             self._left -= 1
             try:
-                op = decode_op(self._ops.unpack())
+                ops = decode_ops(self._ops.unpack())
             except msgpack.OutOfData:
                 raise ValueError("a record cut short") from None
-            if isinstance(op, SequencedAdd):
-                self.adds[op.seq] = op.message
-                self.last = op.seq
+            for op in ops:
+                if isinstance(op, SequencedAdd):
+                    self.adds[op.seq] = op.message
+                    self.last = op.seq
         return self.adds
 
     def read_past(self, seq: int) -> bool:

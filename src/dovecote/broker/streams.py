@@ -50,6 +50,7 @@ from dovecote.broker.appends import open_transaction
 from dovecote.broker.connection import ConnectionState
 from dovecote.broker.replies import AnsweringPlugin
 from dovecote.core.appended_blocks import AppendedBlock
+from dovecote.core.collector import NoCollections
 from dovecote.core.commands import SendMessage
 from dovecote.core.destinations import Destination, queue, topic
 from dovecote.core.errors import BrokerError, DovecoteError
@@ -167,9 +168,12 @@ class StreamPlugin(AnsweringPlugin):
             persistent = str(request.properties.get(APPEND_PERSISTENT, "true")).lower() != "false"
             connection_id = state.info.connection_id
             producer_id = request.producer_id or f"{connection_id.value}:append"
-            appended = AppendedBlock(
-                request.body, make(target_name), persistent, producer_id, connection_id.value
-            )
+            # Its messages live on (in the transaction, then a queue): to the oldest
+            # generation unwalked, as a large commit's (transactions.LARGE_COMMIT_SENDS).
+            with NoCollections(promote=True):
+                appended = AppendedBlock(
+                    request.body, make(target_name), persistent, producer_id, connection_id.value
+                )
             messages = appended.messages
             if messages:
                 host = self.broker

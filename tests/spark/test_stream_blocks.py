@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -294,3 +295,57 @@ def test_a_kept_writer_connection_against_activemq_as_against_dovecote(peers: Pe
     assert outcomes["activemq"]["closed after failing"] and outcomes["activemq"]["renewed"]
     expected = [*range(40), *range(45, 50)]
     assert outcomes["activemq"]["held"] == sorted((f"row-{i}", i, True) for i in expected)
+
+
+def _write_rows(url: str, name: str) -> int:
+    """Rows as a Spark task hands them to the writer: text, a string property, correlation
+    ids and types, some of them null, in two Arrow batches of one transaction."""
+    from dovecote.spark.source import BatchWriter
+
+    def rows(first: int, count: int) -> pa.RecordBatch:
+        numbers = range(first, first + count)
+        return _texts(
+            first, count,
+            region=[f"r{i % 3}" if i % 4 else None for i in numbers],
+            correlation_id=[f"c{i}" if i % 5 else None for i in numbers],
+            type=["order" if i % 2 else None for i in numbers],
+        )  # fmt: skip
+
+    writer = BatchWriter({"url": url, "destination": name, "propertyColumns": "region",
+                          "priority": "6"})  # fmt: skip
+    return writer.write(iter([rows(0, 700), rows(700, 300)])).count
+
+
+def _received(url: str, name: str) -> list[tuple[Any, ...]]:
+    """What a consumer of the queue receives, in order (ids and times left out: each broker
+    makes its own)."""
+    got: list[tuple[Any, ...]] = []
+    with ConnectionFactory(url).create_connection() as connection:
+        connection.start()
+        consumer = connection.create_session().create_consumer(queue(name))
+        while (m := consumer.receive(5.0 if not got else 1.0)) is not None:
+            got.append((m.body, m.priority, m.persistent, m.correlation_id, m.type,
+                        m.redelivered, m.expiration, dict(m.properties)))  # fmt: skip
+    return got
+
+
+def test_rows_appended_and_replayed_reach_a_consumer_as_activemqs_sends_do(
+    peers: Peers, tmp_path: Path
+) -> None:
+    """The same writer against both brokers: on dovecote its rows go as Append blocks, which
+    the journal keeps as they came (store/journal/FORMAT.md, ``B``) and reads back after a
+    restart; on ActiveMQ as sends. A consumer of each queue then receives the same messages,
+    in the same order, with the same headers and properties."""
+    name = f"appended.peers.{uuid.uuid4().hex[:8]}"
+    amq = f"tcp://127.0.0.1:{peers.activemq[0]}"
+    assert _write_rows(amq, name) == 1000
+    with running_broker(workdir=tmp_path) as broker:
+        assert _write_rows(f"tcp://127.0.0.1:{broker.openwire_port}", name) == 1000
+    journal = b"".join(path.read_bytes() for path in tmp_path.rglob("db-*.log"))
+    assert b"row-999" in journal and b"\xa1B" in journal  # (kept as a block)
+    with running_broker(workdir=tmp_path) as broker:  # restarted: read back from the journal
+        ours = _received(f"tcp://127.0.0.1:{broker.openwire_port}", name)
+    theirs = _received(amq, name)
+    assert ours == theirs
+    assert [g[0] for g in theirs] == [f"row-{i}" for i in range(1000)]
+    assert theirs[7] == ("row-7", 6, True, "c7", "order", False, 0, {"region": "r1"})

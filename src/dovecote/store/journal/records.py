@@ -115,9 +115,8 @@ def salvage(region: bytes) -> list[JournalOp]:
             unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
             unpacker.feed(view[start : start + window])
             try:
-                ops = decode_ops(unpacker.unpack())
+                decode_into(unpacker.unpack(), found)
                 position = start + unpacker.tell()
-                found.extend(ops)
             except msgpack.OutOfData:
                 if start + window < len(region):
                     window *= 2
@@ -151,7 +150,7 @@ def encode_op(op: JournalOp) -> list[Any]:
 
 
 def decode_op(f: list[Any]) -> JournalOp:
-    """One operation (not a block's adds: ``decode_ops``)."""
+    """One operation (not a block's adds: ``decode_into``)."""
     tag = f[0]
     if tag == "A":
         return SequencedAdd(f[1], decode_message(f[2]))
@@ -191,11 +190,13 @@ def block_adds(f: list[Any]) -> list[SequencedAdd]:
     return [SequencedAdd(first_seq + i, message) for i, message in enumerate(messages)]
 
 
-def decode_ops(f: list[Any]) -> list[JournalOp]:
-    """An encoded operation's operations: one, or a block's adds."""
+def decode_into(f: list[Any], ops: list[JournalOp]) -> None:
+    """Add an encoded operation's operations to ``ops``: one, or a block's adds (nothing,
+    when it does not decode)."""
     if f[0] == "B":
-        return list(block_adds(f))
-    return [decode_op(f)]
+        ops.extend(block_adds(f))
+    else:
+        ops.append(decode_op(f))
 
 
 def block_run(ops: Sequence[JournalOp], start: int, block: AppendedBlock) -> int:
@@ -302,10 +303,7 @@ class BatchEncoder:
 def decode_batch(payload: bytes) -> list[JournalOp]:
     ops: list[JournalOp] = []
     for f in msgpack.unpackb(payload, raw=False, strict_map_key=False):
-        if f[0] == "B":
-            ops.extend(block_adds(f))
-        else:
-            ops.append(decode_op(f))
+        decode_into(f, ops)
     return ops
 
 
@@ -388,10 +386,12 @@ class PagedRecord:
 
     def through(self, seq: int) -> dict[int, Message]:
         """``adds``, decoded up to ``seq`` (or to the end, when it is not there)."""
+        ops: list[JournalOp] = []  # (one list for all: a page is read message by message)
         while self._left and seq not in self.adds:
             self._left -= 1
+            ops.clear()
             try:
-                ops = decode_ops(self._ops.unpack())
+                decode_into(self._ops.unpack(), ops)
             except msgpack.OutOfData:
                 raise ValueError("a record cut short") from None
             for op in ops:

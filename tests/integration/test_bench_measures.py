@@ -1,7 +1,8 @@
 """The benchmark's own measuring pieces (bench/runtimes.py and the harness's child-CPU and
-bound figures, the disk probes, the table with its peers, the RabbitMQ peer and the network
-pairs), on real processes: a figure in bench/RESULTS.md is only as good as these. The
-RabbitMQ tests need Debian's rabbitmq-server (installed by ``make test``) and skip without it."""
+bound figures, the disk probes, the table with its peers, the RabbitMQ peer, the network
+pairs and the stream backlog's batches), on real processes: a figure in bench/RESULTS.md is
+only as good as these. The RabbitMQ tests need Debian's rabbitmq-server (installed by
+``make test``) and skip without it."""
 
 from __future__ import annotations
 
@@ -542,3 +543,14 @@ def test_the_forwarding_row_runs_on_a_bridged_pair(kind: str, tmp_path: Path) ->
     # the pair, and the pair compiled less than one tick.
     tick = 1 / os.sysconf("SC_CLK_TCK")
     assert m.cpu_s >= 0 and m.cpu_s >= b_cpu - tick
+
+
+def test_the_stream_backlog_bench_measures_each_step_of_its_batches() -> None:
+    bench = Path(__file__).resolve().parents[2] / "bench" / "stream_backlog.py"
+    args = ["--messages", "6000", "--per-batch", "1000", "--batches", "3", "--body", "64"]
+    out = subprocess.run([sys.executable, str(bench), *args], capture_output=True, text=True,
+                         timeout=120, check=True).stdout  # fmt: skip
+    row = [line for line in out.splitlines() if line.startswith("| installed |")]
+    assert len(row) == 1, out
+    plan, read, commit, batch = (float(cell) for cell in row[0].strip("| ").split(" | ")[1:])
+    assert min(plan, read, commit) > 0 and batch == pytest.approx(plan + read + commit, abs=0.2)

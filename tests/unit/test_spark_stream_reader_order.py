@@ -25,11 +25,20 @@ class StubStream:
         self.reader = reader
         self.log = log
         self.removed = threading.Event()
+        self.prepared: list[int] = []
+        """Where the plans asking the broker to prepare their blocks start."""
 
     def plan(
-        self, after: int, max_messages: int = 0, up_to: int | None = None, splits: int = 1
+        self,
+        after: int,
+        max_messages: int = 0,
+        up_to: int | None = None,
+        splits: int = 1,
+        prepare: bool = False,
     ) -> Plan:
         self.log.append(("plan", after, self.reader._committed))
+        if prepare:
+            self.prepared.append(after)
         top = min(HELD, up_to if up_to is not None else HELD)
         end = min(top, after + max_messages) if max_messages else top
         cut = after + (end - after) // 2
@@ -55,7 +64,7 @@ def reader_with_stub() -> tuple[DovecoteStreamReader, StubStream, list[tuple[Any
 
 
 def test_available_now_plans_once_at_the_start_then_once_a_batch() -> None:
-    reader, _, log = reader_with_stub()
+    reader, stub, log = reader_with_stub()
     reader.prepareForTriggerAvailableNow()
     assert reader.initialOffset() == {"sequence": 0}
     assert reader.initialOffset() == {"sequence": 0}  # (Spark asks twice)
@@ -65,6 +74,8 @@ def test_available_now_plans_once_at_the_start_then_once_a_batch() -> None:
     assert reader.latestOffset({"sequence": 0}, limit) == {"sequence": 10}
     assert [p.up_to for p in reader.partitions({"sequence": 0}, {"sequence": 10})] == [5, 10]
     assert log == [("plan", 0, 0), ("plan", 0, 0)]  # partitions() took latestOffset's plan
+    # Only the batch's plan has its blocks prepared: the target's is not read as planned.
+    assert stub.prepared == [0]
     reader.stop()
 
 

@@ -119,13 +119,15 @@ class Contents:
         subscription: Subscription | None = None,
         after: int = 0,
         up_to: int = NO_SEQUENCE_LIMIT,
+        limit: int = 0,
     ) -> list[int]:
         """The sequence numbers of what a queue, or a durable subscription to a topic, holds
-        (waiting or in flight) with ``after < sequence <= up_to``, in order. Makes the queue
-        or subscription when it does not exist yet: a stream reader starts here."""
+        (waiting or in flight) with ``after < sequence <= up_to``, in order; the first
+        ``limit`` of them (0: all). Makes the queue or subscription when it does not exist
+        yet: a stream reader starts here."""
         origin = await self._origin(destination, subscription, create=True)
         if isinstance(origin, Queue):
-            sequences = origin.pending_sequences(after, up_to)
+            sequences = origin.pending_sequences(after, up_to, limit)
             held = [e.message.sequence for e in _inflight(origin.consumers)]
         else:
             sequences, held = [], [e.message.sequence for e in _held(origin)]
@@ -134,7 +136,7 @@ class Contents:
             return sequences  # (the queue's pending ones: in order already)
         sequences.extend(held)
         sequences.sort()
-        return sequences
+        return sequences[:limit] if limit else sequences
 
     async def messages(
         self, destination: Destination, subscription: Subscription | None, after: int, up_to: int

@@ -11,7 +11,8 @@ OpenWire client can make them; nothing is stored or routed for the request itsel
   of the last message planned, or ``after`` when there is none), ``count`` and ``bounds``: a
   comma-separated list of ``splits + 1`` numbers cutting (after, end] into parts of about the
   same number of messages. Only messages already enqueued are planned (the sequencer's
-  watermark), so a range never grows once planned.
+  watermark), so a range never grows once planned. With ``prepare`` the parts' blocks are
+  encoded ahead for the ``Blocks`` requests that follow (broker/prepared_blocks.py).
 - ``Range``: the messages with ``after < sequence <= upTo``, in sequence order, copied to the
   reply-to with the properties ``dovecoteSequence``, ``dovecoteDestination`` (and
   ``dovecoteExpiration``, ``dovecotePersistent`` where they apply), then an empty
@@ -48,6 +49,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 from dovecote.broker.appends import PERSISTENT_PROPERTY as APPEND_PERSISTENT
 from dovecote.broker.appends import open_transaction
 from dovecote.broker.connection import ConnectionState
+from dovecote.broker.prepared_blocks import PreparedBlocks
 from dovecote.broker.replies import AnsweringPlugin
 from dovecote.core.appended_blocks import AppendedBlock
 from dovecote.core.collector import NoCollections
@@ -87,6 +89,12 @@ def _int(properties: Mapping[str, PropertyValue], name: str, default: int | None
         raise BrokerError(f"stream request property {name!r} is not a number: {value!r}") from None
 
 
+def _flag(properties: Mapping[str, PropertyValue], name: str) -> bool:
+    """A boolean property (a STOMP header's text)."""
+    value = properties.get(name)
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
 def _subscription(request: Message, target: Destination) -> tuple[str, str] | None:
     """The durable subscription a topic request names (None for a queue)."""
     if target.is_queue:
@@ -107,6 +115,10 @@ def _bounds(after: int, sequences: list[int], splits: int) -> list[int]:
         bounds.append(sequences[cut - 1] if cut > 0 else after)
     bounds.append(sequences[-1] if sequences else after)
     return bounds
+
+
+def _encode(run: Sequence[Message]) -> bytes:
+    return encode_block(run, HIDDEN_IN_BLOCKS)
 
 
 def _copy(message: Message, reply_to: Destination) -> Message:
@@ -146,6 +158,10 @@ class _Admitting(Protocol):
 class StreamPlugin(AnsweringPlugin):
     name: ClassVar[str] = "streams"
     request_prefixes: ClassVar[tuple[str, ...]] = (STREAM_PREFIX,)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prepared = PreparedBlocks(_encode, DEFAULT_BLOCK_BYTES)
 
     async def on_request(self, state: ConnectionState, message: Message) -> None:
         if message.destination.name.startswith(APPEND_PREFIX):
@@ -227,10 +243,16 @@ class StreamPlugin(AnsweringPlugin):
         up_to = min(_int(props, "upTo", watermark), watermark)
         splits = max(1, _int(props, "splits", 1))
         subscription = _subscription(request, target)
-        sequences = await self.broker.contents.sequences(target, subscription, after, up_to)
-        if limit > 0:
-            sequences = sequences[:limit]
+        sequences = await self.broker.contents.sequences(
+            target, subscription, after, up_to, max(0, limit)
+        )
         bounds = _bounds(after, sequences, splits)
+        if sequences and _flag(props, "prepare"):
+
+            def fetch(after: int, up_to: int) -> Awaitable[list[Message]]:
+                return self.broker.contents.messages(target, subscription, after, up_to)
+
+            self.prepared.prepare((target, subscription), bounds, fetch)
         return {"end": bounds[-1], "count": len(sequences), "bounds": ",".join(map(str, bounds))}
 
     async def _held(self, request: Message, target: Destination) -> list[Message]:
@@ -246,24 +268,36 @@ class StreamPlugin(AnsweringPlugin):
     async def _blocks(
         self, request: Message, target: Destination, deliver: Deliver | None
     ) -> list[Message]:
-        block_bytes = max(1, _int(request.properties, "blockBytes", DEFAULT_BLOCK_BYTES))
+        props = request.properties
+        block_bytes = max(1, _int(props, "blockBytes", DEFAULT_BLOCK_BYTES))
         held = await self._held(request, target)
-        runs = cut_blocks(held, block_bytes)
+        reader = (target, _subscription(request, target))
+        ready = self.prepared.take(reader, _int(props, "after"), _int(props, "upTo"), held)
+        if ready is not None and block_bytes == self.prepared.block_bytes:
+            runs, bodies = ready
+        else:
+            runs, bodies = cut_blocks(held, block_bytes), []
+        blocks = (
+            self._block(request, run, bodies[i] if i < len(bodies) else None)
+            for i, run in enumerate(runs)
+        )
         if deliver is None:
-            return [self._block(request, run) for run in runs]
-        for run in runs:
-            await deliver([self._block(request, run)])
+            return list(blocks)
+        for block in blocks:
+            await deliver([block])
             await asyncio.sleep(0)  # (the loop's turn: writes, other requests)
         return []
 
-    def _block(self, request: Message, run: Sequence[Message]) -> Message:
-        body = encode_block(run, HIDDEN_IN_BLOCKS)
+    def _block(self, request: Message, run: Sequence[Message], body: bytes | None) -> Message:
+        if body is None:
+            body = _encode(run)
         return self.replies.reply(request, body, BodyType.BYTES, {COUNT_PROPERTY: len(run)})
 
     async def _commit(self, request: Message, target: Destination) -> dict[str, PropertyValue]:
         up_to = _int(request.properties, "upTo")
         subscription = _subscription(request, target)
         removed = await self.broker.contents.remove_through(target, subscription, up_to)
+        self.prepared.forget_through((target, subscription), up_to)
         return {"removed": removed}
 
     def _map_reply(self, request: Message, body: dict[str, PropertyValue]) -> Message:

@@ -191,11 +191,20 @@ class StreamClient:
         return self._retrying(ask)
 
     def plan(
-        self, after: int, max_messages: int = 0, up_to: int | None = None, splits: int = 1
+        self,
+        after: int,
+        max_messages: int = 0,
+        up_to: int | None = None,
+        splits: int = 1,
+        prepare: bool = False,
     ) -> Plan:
+        """The next range to read. With ``prepare``, the broker encodes the parts' blocks
+        ahead, for ``iter_blocks`` requests of exactly those parts that follow soon."""
         props: dict[str, Any] = {"after": after, "maxMessages": max_messages, "splits": splits}
         if up_to is not None:
             props["upTo"] = up_to
+        if prepare:
+            props["prepare"] = True
         body = self._map("Offsets", **props)
         bounds = [int(b) for b in str(body["bounds"]).split(",")]
         return Plan(int(body["end"]), int(body["count"]), bounds)

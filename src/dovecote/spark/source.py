@@ -236,8 +236,10 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         most = limit.max_rows if isinstance(limit, ReadMaxRows) else 0
+        # (prepare: the broker encodes the parts' blocks while Spark writes its checkpoint.)
         plan = self._stream().plan(after=start["sequence"], max_messages=most,
-                                   up_to=self._target, splits=self.num_partitions)  # fmt: skip
+                                   up_to=self._target, splits=self.num_partitions,
+                                   prepare=True)  # fmt: skip
         self._planned = (start["sequence"], plan)
         # Spark asks for the next batch only once the batch ending at ``start`` has finished
         # (its sink output committed), but calls commit() for it only when it goes on to run

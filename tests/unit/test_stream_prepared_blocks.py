@@ -59,8 +59,8 @@ class Reader:
         await self.plugin.prepared.settled()
         return bounds
 
-    async def blocks(self, after: int, up_to: int) -> list[bytes]:
-        answers = await self.ask("Blocks", after=after, upTo=up_to, blockBytes=BLOCK)
+    async def blocks(self, after: int, up_to: int, block_bytes: int = BLOCK) -> list[bytes]:
+        answers = await self.ask("Blocks", after=after, upTo=up_to, blockBytes=block_bytes)
         assert answers[-1].properties.get("dovecoteEnd") is True
         return [m.body for m in answers[:-1] if isinstance(m.body, bytes)]
 
@@ -157,3 +157,14 @@ async def test_a_plan_without_prepare_keeps_nothing(reader: Reader) -> None:
     for a, b in parts(bounds):
         await reader.blocks(a, b)
     assert reader.plugin.prepared.used == reader.plugin.prepared.dropped == 0
+
+
+async def test_a_part_asked_for_in_blocks_of_another_size_is_cut_to_that_size(
+    reader: Reader,
+) -> None:
+    bounds = await reader.plan()
+    (a, b), _ = parts(bounds)
+    larger = await reader.blocks(a, b, block_bytes=4 * BLOCK)
+    assert reader.plugin.prepared.used == 0 and reader.plugin.prepared.dropped > 0
+    assert larger == await reader.blocks(a, b, block_bytes=4 * BLOCK)
+    assert len(larger) < len(await reader.blocks(a, b))

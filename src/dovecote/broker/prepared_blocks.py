@@ -104,10 +104,11 @@ class PreparedBlocks:
                     await asyncio.sleep(0)
 
     def take(
-        self, reader: Hashable, after: int, up_to: int, held: list[Message]
+        self, reader: Hashable, after: int, up_to: int, held: list[Message], block_bytes: int
     ) -> tuple[list[Sequence[Message]], list[bytes]] | None:
-        """The runs a ``Blocks`` request for (after, up_to] sends and the bodies of those
-        ready, first to last, if that part was prepared from exactly ``held``; else None."""
+        """The runs a ``Blocks`` request for (after, up_to] of blocks of ``block_bytes``
+        sends and the bodies of those ready, first to last, if that part was prepared from
+        exactly ``held`` in blocks of that size; else None (and the part is dropped)."""
         plan = self._plans.get(reader)
         part = plan.parts.pop((after, up_to), None) if plan is not None else None
         if plan is None or part is None:
@@ -115,7 +116,8 @@ class PreparedBlocks:
         size = sum(map(len, part.bodies))
         plan.bytes -= size
         self.bytes -= size
-        if len(part.held) != len(held) or not all(map(operator.is_, part.held, held)):
+        same = len(part.held) == len(held) and all(map(operator.is_, part.held, held))
+        if not same or block_bytes != self.block_bytes:
             self.dropped += len(part.bodies)
             return None
         self.used += len(part.bodies)

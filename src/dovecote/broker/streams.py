@@ -272,11 +272,9 @@ class StreamPlugin(AnsweringPlugin):
         block_bytes = max(1, _int(props, "blockBytes", DEFAULT_BLOCK_BYTES))
         held = await self._held(request, target)
         reader = (target, _subscription(request, target))
-        ready = self.prepared.take(reader, _int(props, "after"), _int(props, "upTo"), held)
-        if ready is not None and block_bytes == self.prepared.block_bytes:
-            runs, bodies = ready
-        else:
-            runs, bodies = cut_blocks(held, block_bytes), []
+        after, up_to = _int(props, "after"), _int(props, "upTo")
+        ready = self.prepared.take(reader, after, up_to, held, block_bytes)
+        runs, bodies = ready if ready is not None else (cut_blocks(held, block_bytes), [])
         blocks = (
             self._block(request, run, bodies[i] if i < len(bodies) else None)
             for i, run in enumerate(runs)

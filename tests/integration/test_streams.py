@@ -15,6 +15,7 @@ from dovecote.client import ConnectionFactory, JMSError, Message
 from dovecote.client.message import AckMode
 from dovecote.client.streams import SEQUENCE, StreamClient
 from dovecote.core.destinations import queue, topic
+from dovecote.core.stream_blocks import HEADER
 
 
 def send(url: str, destination: object, bodies: list[str], persistent: bool = True) -> None:
@@ -84,6 +85,33 @@ def test_plans_and_ranges_hold_what_a_consumer_has_in_flight_in_sequence_order(
                 rest = [m.body for m in stream.read(first.end, everything.end)]
                 assert rest == ["m4", "m5", "urgent"]
                 assert stream.plan(after=first.end).count == 3
+
+
+def block_counts(blocks: list[bytes]) -> list[int]:
+    return [HEADER.unpack_from(block)[1] for block in blocks]
+
+
+def test_a_plan_prepared_ahead_is_read_as_its_parts_hold_then(tmp_path: Path) -> None:
+    """Offsets with prepare (the Spark source's plans): over a real socket, each part's
+    blocks are those of what it holds when it is read, whether a consumer took a message
+    from it after the plan (the first part) or nothing touched it (the second), byte for
+    byte what a read that nothing was prepared for gives."""
+    name = queue(f"stream.{uuid.uuid4().hex[:8]}")
+    with running_broker(workdir=tmp_path) as broker:
+        url = f"tcp://127.0.0.1:{broker.openwire_port}"
+        send(url, name, [f"m{i}" * 200 for i in range(40)])
+        with StreamClient(url, name) as stream:
+            plan = stream.plan(after=0, max_messages=30, splits=2, prepare=True)
+            with ConnectionFactory(url).create_connection() as connection:
+                connection.start()
+                taker = connection.create_session().create_consumer(name, prefetch=1)
+                assert taker.receive(5) is not None  # m0, acknowledged: gone
+            (a, b), (c, d) = pairwise(plan.bounds)
+            first, second = stream.read_blocks(a, b), stream.read_blocks(c, d)
+            assert block_counts(first) == [14] and block_counts(second) == [15]
+            # Read again, nothing prepared any more: encoded on the spot, the same bytes.
+            assert first == stream.read_blocks(a, b)
+            assert second == stream.read_blocks(c, d)
 
 
 def test_a_topic_through_a_durable_subscription(tmp_path: Path) -> None:

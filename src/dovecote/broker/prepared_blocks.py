@@ -113,9 +113,7 @@ class PreparedBlocks:
         part = plan.parts.pop((after, up_to), None) if plan is not None else None
         if plan is None or part is None:
             return None
-        size = sum(map(len, part.bodies))
-        plan.bytes -= size
-        self.bytes -= size
+        self._release(plan, part)
         same = len(part.held) == len(held) and all(map(operator.is_, part.held, held))
         if not same or block_bytes != self.block_bytes:
             self.dropped += len(part.bodies)
@@ -137,10 +135,14 @@ class PreparedBlocks:
             return
         for span in [span for span in plan.parts if span[0] < up_to]:
             part = plan.parts.pop(span)
-            size = sum(map(len, part.bodies))
-            plan.bytes -= size
-            self.bytes -= size
+            self._release(plan, part)
             self.dropped += len(part.bodies)
+
+    def _release(self, plan: _Plan, part: _Part) -> None:
+        """A part taken out of its plan: its blocks' bytes no longer count as kept."""
+        size = sum(map(len, part.bodies))
+        plan.bytes -= size
+        self.bytes -= size
 
     def _expire(self, reader: Hashable, plan: _Plan) -> None:
         if self._plans.get(reader) is plan:

@@ -34,7 +34,6 @@ MMAP_THRESHOLD = 8 << 20
 own (see tune_allocator)."""
 TRIM_THRESHOLD = 16 << 20
 """glibc's malloc: how much free memory at the heap's top it keeps rather than giving back."""
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
 
 
 class CommandError(Exception):
@@ -134,21 +133,11 @@ def tune_collector() -> None:
 
 
 def tune_allocator() -> None:
-    """Once the broker has started, on glibc, unless the environment sets these itself
-    (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_). A stream block is a few MiB made and
-    dropped while the next is made; glibc mapped each one afresh and gave it back when freed,
-    so every page of every block was faulted in and zeroed again. From the heap, freed
-    blocks' pages are reused (figures: docs/performance.md)."""
-    if not sys.platform.startswith("linux"):
-        return
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
-        return
-    import ctypes
+    """Once the broker has started: stream blocks, and the frames around them, reuse freed
+    memory (dovecote.allocator; figures: docs/performance.md)."""
+    from dovecote.allocator import tune_allocator as tune
 
-    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # (not there on musl)
-    if mallopt is not None:
-        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
-        mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    tune(MMAP_THRESHOLD, TRIM_THRESHOLD)
 
 
 def produce(args: argparse.Namespace) -> None:

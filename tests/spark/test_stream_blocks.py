@@ -23,6 +23,7 @@ from dovecote.client.streams import StreamClient
 from dovecote.core.destinations import Destination, queue
 from dovecote.spark.blocks import record_batch
 from dovecote.spark.source import SCHEMA, to_row
+from pagefaults import BLOCK_PAGES, faults_per_block
 
 FIELDS = SCHEMA.fieldNames()
 
@@ -138,14 +139,15 @@ def test_requests_share_one_reply_queue_and_an_abandoned_read_leaves_nothing(
 
 def test_an_executor_keeps_its_connection_for_its_next_task(broker: BrokerProcess) -> None:
     """Spark reuses its Python workers: a read finished leaves its connection for the next
-    one; a read left unfinished closes its own."""
+    one, whatever destination that one reads (another query's); a read left unfinished
+    closes its own."""
     from dovecote.spark.source import _IDLE_CLIENTS, DovecoteStreamReader, SequenceRange
 
     url, name = f"tcp://127.0.0.1:{broker.openwire_port}", f"pooled.{uuid.uuid4().hex[:8]}"
     sent = send_variety(url, name)
     reader = DovecoteStreamReader({"url": url, "destination": name}, SCHEMA)
     part = SequenceRange(0, reader._stream().plan(after=0).end)
-    key = (url, f"queue://{name}", None, None)
+    key = url
 
     def read_all() -> int:
         return sum(batch.num_rows for batch in reader.read(part))
@@ -154,6 +156,13 @@ def test_an_executor_keeps_its_connection_for_its_next_task(broker: BrokerProces
     (client,) = _IDLE_CLIENTS.kept[key]
     assert read_all() == sent
     assert _IDLE_CLIENTS.kept[key] == [client]
+    other = DovecoteStreamReader({"url": url, "destination": f"{name}.other"}, SCHEMA)
+    send_variety(url, f"{name}.other")
+    other_part = SequenceRange(0, other._stream().plan(after=0).end)
+    rows = [row for batch in other.read(other_part) for row in batch.to_pylist()]
+    assert {row["destination"] for row in rows} == {f"queue://{name}.other"}
+    assert len(rows) == sent and _IDLE_CLIENTS.kept[key] == [client]
+    other.stop()
     unfinished = reader.read(part)
     next(unfinished)
     assert _IDLE_CLIENTS.kept[key] == []  # in use
@@ -349,3 +358,41 @@ def test_rows_appended_and_replayed_reach_a_consumer_as_activemqs_sends_do(
     assert ours == theirs
     assert [g[0] for g in theirs] == [f"row-{i}" for i in range(1000)]
     assert theirs[7] == ("row-7", 6, True, "c7", "order", False, 0, {"region": "r1"})
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings")
+def test_a_reading_worker_reuses_its_large_buffers(broker: BrokerProcess) -> None:
+    """An executor's read sets its Python worker's malloc to reuse large buffers
+    (dovecote.allocator): after one, blocks made and dropped fault almost no page in; in a
+    process that has not read, each block's pages are faulted in anew."""
+    url, name = f"tcp://127.0.0.1:{broker.openwire_port}", f"heap.{uuid.uuid4().hex[:8]}"
+    sent = send_variety(url, name)
+    read = (
+        "from dovecote.spark.source import SCHEMA, DovecoteStreamReader, SequenceRange\n"
+        f"reader = DovecoteStreamReader({{'url': {url!r}, 'destination': {name!r}}}, SCHEMA)\n"
+        "part = SequenceRange(0, reader._stream().plan(after=0).end)\n"
+        f"assert sum(batch.num_rows for batch in reader.read(part)) == {sent}\n"
+        "reader.stop()\n"
+    )
+    assert faults_per_block(read) < BLOCK_PAGES // 50
+    assert faults_per_block() > BLOCK_PAGES // 4
+
+
+def test_a_worker_that_wrote_to_many_destinations_keeps_a_few_connections(
+    broker: BrokerProcess,
+) -> None:
+    """A writer's connection is kept for its destination; past ``KEPT_AT_MOST`` idle ones,
+    the one idle longest is closed (a long-lived worker writing to ever new destinations
+    would otherwise keep a connection for each)."""
+    from dovecote.spark.source import _IDLE_SENDERS, KEPT_AT_MOST, BatchWriter
+
+    url, name = f"tcp://127.0.0.1:{broker.openwire_port}", f"many.{uuid.uuid4().hex[:8]}"
+    _IDLE_SENDERS.kept.clear()  # (what earlier tests left: their connections stay open)
+    senders = []
+    for i in range(KEPT_AT_MOST + 2):
+        writer = BatchWriter({"url": url, "destination": f"{name}.{i}"})
+        assert writer.write(iter([_texts(0, 3)])).count == 3
+        senders.append(_IDLE_SENDERS.kept[(url, f"queue://{name}.{i}")][-1])
+    kept = [sender for idle in _IDLE_SENDERS.kept.values() for sender in idle]
+    assert kept == senders[2:]
+    assert [s.connection.transport.closed for s in senders] == [True] * 2 + [False] * KEPT_AT_MOST

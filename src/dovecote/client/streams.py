@@ -57,14 +57,9 @@ class StreamClient:
         client_id: str | None = None,
         subscription: str | None = None,
     ) -> None:
-        if destination.is_topic and not (client_id and subscription):
-            raise ValueError("reading a topic needs a client id and a subscription name")
         self.destination = destination
-        self._names: dict[str, Any] = (
-            {"clientId": client_id, "subscriptionName": subscription}
-            if destination.is_topic
-            else {}
-        )
+        self._names: dict[str, Any] = {}
+        self.retarget(destination, client_id, subscription)
         self.url = url
         self.retry_for_s = RETRY_FOR_S
         self.connection: Connection | None = None
@@ -73,6 +68,23 @@ class StreamClient:
         consumer: made at the first request, kept (four round trips fewer per request)."""
         self._asked = 0
         self._retrying(self._connect)
+
+    def retarget(
+        self,
+        destination: Destination,
+        client_id: str | None = None,
+        subscription: str | None = None,
+    ) -> None:
+        """Make the next requests about ``destination`` (through that durable subscription,
+        for a topic). A request names what it asks about: the connection serves any."""
+        if destination.is_topic and not (client_id and subscription):
+            raise ValueError("reading a topic needs a client id and a subscription name")
+        self.destination = destination
+        self._names = (
+            {"clientId": client_id, "subscriptionName": subscription}
+            if destination.is_topic
+            else {}
+        )
 
     def _connect(self) -> None:
         connection = ConnectionFactory(self.url).create_connection()

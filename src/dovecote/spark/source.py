@@ -59,6 +59,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from dovecote.allocator import tune_allocator
 from dovecote.client import Connection, ConnectionFactory, Message
 from dovecote.client.session import Session
 from dovecote.client.streams import (
@@ -95,18 +96,28 @@ SCHEMA = StructType(
 """What a read gives, a row per message (a DDL string would need Spark's JVM to parse)."""
 DEFAULT_URL = "tcp://127.0.0.1:61616"
 DEFAULT_MAX_PER_BATCH = 10_000
+KEPT_AT_MOST = 4
+READ_MMAP_THRESHOLD = 32 << 20
+"""glibc's malloc in an executor's Python worker once it has read: buffers under this from
+the heap (dovecote.allocator). A read has more of its blocks' buffers alive at once than the
+broker: its chunks, frames and bodies, and the record batches Spark has not taken yet."""
+READ_TRIM_THRESHOLD = 64 << 20
+"""And how much free memory at the heap's top it keeps."""
+"""Connections an executor's Python worker keeps idle between tasks, in each of its pools."""
 _Kept = TypeVar("_Kept")
 
 
 class _Idle(Generic[_Kept]):
     """What a Python worker keeps between two tasks: Spark reuses its workers, and a new
     connection costs a few round trips, and closing one another, on the broker's busy loop.
-    What a task leaves in use when it fails is closed instead."""
+    What a task leaves in use when it fails is closed instead, and so is the longest idle
+    beyond ``KEPT_AT_MOST`` (a worker that wrote to many destinations keeps a few)."""
 
     def __init__(self, close: Callable[[_Kept], None]) -> None:
         self._close = close
         self._lock = threading.Lock()
         self.kept: dict[Hashable, list[_Kept]] = {}
+        """Idle ones by key, the key last given one back last."""
 
     @contextmanager
     def borrowed(self, key: Hashable, make: Callable[[], _Kept]) -> Iterator[_Kept]:
@@ -121,7 +132,11 @@ class _Idle(Generic[_Kept]):
             self._close(kept)
             raise
         with self._lock:
-            self.kept.setdefault(key, []).append(kept)
+            self.kept[key] = [*self.kept.pop(key, []), kept]
+            surplus = sum(map(len, self.kept.values())) > KEPT_AT_MOST
+            oldest = next(idle for idle in self.kept.values() if idle).pop(0) if surplus else None
+        if oldest is not None:
+            self._close(oldest)
 
 
 @dataclass
@@ -275,10 +290,12 @@ class DovecoteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # The range in a few columnar blocks, each one record batch (no object per message),
         # handed to Spark as it arrives while the broker makes the next.
         assert isinstance(partition, SequenceRange)
+        tune_allocator(READ_MMAP_THRESHOLD, READ_TRIM_THRESHOLD)
         schema = to_arrow_schema(self.schema, timezone="UTC")
         # A read left unfinished (failed, or not read to its end) closes its connection.
-        key = (self.url, str(self.destination), self.client_id, self.subscription)
-        with _IDLE_CLIENTS.borrowed(key, self._new_client) as stream:
+        # (one connection a worker: a request names its destination, whichever query asks)
+        with _IDLE_CLIENTS.borrowed(self.url, self._new_client) as stream:
+            stream.retarget(self.destination, self.client_id, self.subscription)
             for block in stream.iter_blocks(partition.after, partition.up_to, self.block_bytes):
                 yield record_batch(block, schema)
 

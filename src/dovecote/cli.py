@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dovecote import __version__
+from dovecote import __version__, allocator
 from dovecote.config import ConfigError, load_config, with_ports
 from dovecote.config.logging import apply_logging
 from dovecote.core.errors import DovecoteError
@@ -135,9 +135,7 @@ def tune_collector() -> None:
 def tune_allocator() -> None:
     """Once the broker has started: stream blocks, and the frames around them, reuse freed
     memory (dovecote.allocator; figures: docs/performance.md)."""
-    from dovecote.allocator import tune_allocator as tune
-
-    tune(MMAP_THRESHOLD, TRIM_THRESHOLD)
+    allocator.tune_allocator(MMAP_THRESHOLD, TRIM_THRESHOLD)
 
 
 def produce(args: argparse.Namespace) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,21 +154,23 @@ def test_an_executor_keeps_its_connection_for_its_next_task(broker: BrokerProces
         return sum(batch.num_rows for batch in reader.read(part))
 
     assert read_all() == sent
-    (client,) = _IDLE_CLIENTS.kept[key]
+    (client,) = _IDLE_CLIENTS.idle(key)
     assert read_all() == sent
-    assert _IDLE_CLIENTS.kept[key] == [client]
+    assert _IDLE_CLIENTS.idle(key) == [client]
     other = DovecoteStreamReader({"url": url, "destination": f"{name}.other"}, SCHEMA)
     send_variety(url, f"{name}.other")
     other_part = SequenceRange(0, other._stream().plan(after=0).end)
     rows = [row for batch in other.read(other_part) for row in batch.to_pylist()]
     assert {row["destination"] for row in rows} == {f"queue://{name}.other"}
-    assert len(rows) == sent and _IDLE_CLIENTS.kept[key] == [client]
+    assert len(rows) == sent and _IDLE_CLIENTS.idle(key) == [client]
+    back = {row["destination"] for batch in reader.read(part) for row in batch.to_pylist()}
+    assert back == {f"queue://{name}"} and _IDLE_CLIENTS.idle(key) == [client]
     other.stop()
     unfinished = reader.read(part)
     next(unfinished)
-    assert _IDLE_CLIENTS.kept[key] == []  # in use
+    assert _IDLE_CLIENTS.idle(key) == []  # in use
     unfinished.close()
-    assert _IDLE_CLIENTS.kept[key] == [] and client.connection is not None
+    assert _IDLE_CLIENTS.idle(key) == [] and client.connection is not None
     assert client.connection.transport.closed
     reader.stop()
 
@@ -235,20 +238,20 @@ def test_an_executor_keeps_its_connection_for_its_next_write(
     writer = BatchWriter(options)
     key = (url, f"queue://{name}")
     assert writer.write(iter([rows(0, 30)])).count == 30
-    (sender,) = _IDLE_SENDERS.kept[key]
+    (sender,) = _IDLE_SENDERS.idle(key)
     assert sender.appender is not None and (sender.blocks > 0) == (kind == "appended")
     transport = sender.connection.transport
     before = transport.round_trips
     assert writer.write(iter([rows(30, 30), rows(60, 10)])).count == 40
     round_trips = 1 if kind == "appended" else 2
-    assert _IDLE_SENDERS.kept[key] == [sender] and transport.round_trips == before + round_trips
+    assert _IDLE_SENDERS.idle(key) == [sender] and transport.round_trips == before + round_trips
     assert not sender.session._producers  # each write's producer is closed
     bad = pa.RecordBatch.from_arrays([pa.array(["x", None], pa.string())], names=["text"])
     with pytest.raises(ValueError, match="needs a text, body or value column"):
         writer.write(iter([rows(70, 5), bad]))
-    assert _IDLE_SENDERS.kept[key] == [] and transport.closed
+    assert _IDLE_SENDERS.idle(key) == [] and transport.closed
     assert writer.write(iter([rows(75, 5)])).count == 5
-    assert _IDLE_SENDERS.kept[key][0] is not sender
+    assert _IDLE_SENDERS.idle(key)[0] is not sender
     with StreamClient(url, queue(name)) as stream:
         got = [m.body for m in stream.read(0, stream.plan(after=0).end)]
     assert sorted(got) == sorted(f"row-{i}" for i in [*range(70), *range(75, 80)])
@@ -266,7 +269,7 @@ def _write_twice_fail_once_write_again(url: str, name: str) -> dict[str, Any]:
         return _texts(first, count, n=list(range(first, first + count)))
 
     counts = [writer.write(iter([rows(0, 20)])).count, writer.write(iter([rows(20, 20)])).count]
-    (kept,) = _IDLE_SENDERS.kept[key]
+    (kept,) = _IDLE_SENDERS.idle(key)
     bad = pa.RecordBatch.from_arrays(
         [pa.array(["x", None], pa.string()), pa.array([0, 0])], names=["text", "n"]
     )
@@ -275,9 +278,9 @@ def _write_twice_fail_once_write_again(url: str, name: str) -> dict[str, Any]:
         failure = ""
     except ValueError as exc:
         failure = str(exc)
-    closed = kept.connection.transport.closed and not _IDLE_SENDERS.kept[key]
+    closed = kept.connection.transport.closed and not _IDLE_SENDERS.idle(key)
     counts.append(writer.write(iter([rows(45, 5)])).count)
-    renewed = _IDLE_SENDERS.kept[key][0] is not kept
+    renewed = _IDLE_SENDERS.idle(key)[0] is not kept
     with ConnectionFactory(url).create_connection() as connection:
         connection.start()
         held = list(connection.create_session().browse(queue(name)))
@@ -363,8 +366,8 @@ def test_rows_appended_and_replayed_reach_a_consumer_as_activemqs_sends_do(
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings")
 def test_a_reading_worker_reuses_its_large_buffers(broker: BrokerProcess) -> None:
     """An executor's read sets its Python worker's malloc to reuse large buffers
-    (dovecote.allocator): after one, blocks made and dropped fault almost no page in; in a
-    process that has not read, each block's pages are faulted in anew."""
+    (dovecote.allocator): after one, blocks made and dropped fault almost no page in (a
+    process that has not read faults each block's pages in anew: test_allocator_tuning)."""
     url, name = f"tcp://127.0.0.1:{broker.openwire_port}", f"heap.{uuid.uuid4().hex[:8]}"
     sent = send_variety(url, name)
     read = (
@@ -375,7 +378,6 @@ def test_a_reading_worker_reuses_its_large_buffers(broker: BrokerProcess) -> Non
         "reader.stop()\n"
     )
     assert faults_per_block(read) < BLOCK_PAGES // 50
-    assert faults_per_block() > BLOCK_PAGES // 4
 
 
 def test_a_worker_that_wrote_to_many_destinations_keeps_a_few_connections(
@@ -383,16 +385,28 @@ def test_a_worker_that_wrote_to_many_destinations_keeps_a_few_connections(
 ) -> None:
     """A writer's connection is kept for its destination; past ``KEPT_AT_MOST`` idle ones,
     the one idle longest is closed (a long-lived worker writing to ever new destinations
-    would otherwise keep a connection for each)."""
+    would otherwise keep a connection for each), and a destination written to again takes
+    its own back."""
     from dovecote.spark.source import _IDLE_SENDERS, KEPT_AT_MOST, BatchWriter
 
     url, name = f"tcp://127.0.0.1:{broker.openwire_port}", f"many.{uuid.uuid4().hex[:8]}"
-    _IDLE_SENDERS.kept.clear()  # (what earlier tests left: their connections stay open)
-    senders = []
-    for i in range(KEPT_AT_MOST + 2):
+    _IDLE_SENDERS.clear()  # (what earlier tests left)
+    keys = [(url, f"queue://{name}.{i}") for i in range(KEPT_AT_MOST + 2)]
+
+    def write(i: int) -> None:
         writer = BatchWriter({"url": url, "destination": f"{name}.{i}"})
         assert writer.write(iter([_texts(0, 3)])).count == 3
-        senders.append(_IDLE_SENDERS.kept[(url, f"queue://{name}.{i}")][-1])
-    kept = [sender for idle in _IDLE_SENDERS.kept.values() for sender in idle]
-    assert kept == senders[2:]
-    assert [s.connection.transport.closed for s in senders] == [True] * 2 + [False] * KEPT_AT_MOST
+
+    senders = []
+    for i in range(KEPT_AT_MOST + 2):
+        write(i)
+        senders.append(_IDLE_SENDERS.idle(keys[i])[-1])
+    write(2)  # the oldest still kept, given back last: now the one kept longest is #3
+    write(KEPT_AT_MOST + 2)
+    kept = [sender for key in keys for sender in _IDLE_SENDERS.idle(key)]
+    assert kept == [senders[2], *senders[4:]]
+    closed = [True, True, False, True] + [False] * (KEPT_AT_MOST - 2)
+    deadline = time.monotonic() + 10  # (closed in a thread of their own)
+    while [s.connection.transport.closed for s in senders] != closed:
+        assert time.monotonic() < deadline, [s.connection.transport.closed for s in senders]
+        time.sleep(0.01)

@@ -57,8 +57,8 @@ class StreamClient:
         client_id: str | None = None,
         subscription: str | None = None,
     ) -> None:
-        self.destination = destination
-        self._names: dict[str, Any] = {}
+        self.destination: Destination
+        self._names: dict[str, Any]
         self.retarget(destination, client_id, subscription)
         self.url = url
         self.retry_for_s = RETRY_FOR_S

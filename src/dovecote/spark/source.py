@@ -97,33 +97,49 @@ SCHEMA = StructType(
 DEFAULT_URL = "tcp://127.0.0.1:61616"
 DEFAULT_MAX_PER_BATCH = 10_000
 KEPT_AT_MOST = 4
+"""Connections an executor's Python worker keeps idle between tasks, in each of its pools."""
 READ_MMAP_THRESHOLD = 32 << 20
-"""glibc's malloc in an executor's Python worker once it has read: buffers under this from
-the heap (dovecote.allocator). A read has more of its blocks' buffers alive at once than the
-broker: its chunks, frames and bodies, and the record batches Spark has not taken yet."""
+"""glibc's malloc in an executor's Python worker from its first read on: buffers under this
+from the heap (dovecote.allocator). A read has more of its blocks' buffers alive at once than
+the broker: its chunks, frames and bodies, and the record batches Spark has not taken yet."""
 READ_TRIM_THRESHOLD = 64 << 20
 """And how much free memory at the heap's top it keeps."""
-"""Connections an executor's Python worker keeps idle between tasks, in each of its pools."""
 _Kept = TypeVar("_Kept")
 
 
 class _Idle(Generic[_Kept]):
     """What a Python worker keeps between two tasks: Spark reuses its workers, and a new
     connection costs a few round trips, and closing one another, on the broker's busy loop.
-    What a task leaves in use when it fails is closed instead, and so is the longest idle
-    beyond ``KEPT_AT_MOST`` (a worker that wrote to many destinations keeps a few)."""
+    What a task leaves in use when it fails is closed instead, and so is the one idle longest
+    beyond ``KEPT_AT_MOST`` (a worker that wrote to many destinations keeps a few), in a
+    thread of its own: the task that gave its own back has done its work."""
 
     def __init__(self, close: Callable[[_Kept], None]) -> None:
         self._close = close
         self._lock = threading.Lock()
-        self.kept: dict[Hashable, list[_Kept]] = {}
-        """Idle ones by key, the key last given one back last."""
+        self._kept: list[tuple[Hashable, _Kept]] = []
+        """The idle ones with their keys, the one given back last last."""
+
+    def idle(self, key: Hashable) -> list[_Kept]:
+        """The idle ones kept for ``key``, the one given back last last."""
+        with self._lock:
+            return [kept for k, kept in self._kept if k == key]
+
+    def clear(self) -> None:
+        """Close every idle one (tests)."""
+        with self._lock:
+            kept, self._kept = self._kept, []
+        for _, idle in kept:
+            self._close(idle)
 
     @contextmanager
     def borrowed(self, key: Hashable, make: Callable[[], _Kept]) -> Iterator[_Kept]:
+        kept: _Kept | None = None
         with self._lock:
-            idle = self.kept.get(key)
-            kept = idle.pop() if idle else None
+            for i in range(len(self._kept) - 1, -1, -1):
+                if self._kept[i][0] == key:
+                    kept = self._kept.pop(i)[1]
+                    break
         if kept is None:
             kept = make()
         try:
@@ -132,11 +148,19 @@ class _Idle(Generic[_Kept]):
             self._close(kept)
             raise
         with self._lock:
-            self.kept[key] = [*self.kept.pop(key, []), kept]
-            surplus = sum(map(len, self.kept.values())) > KEPT_AT_MOST
-            oldest = next(idle for idle in self.kept.values() if idle).pop(0) if surplus else None
-        if oldest is not None:
-            self._close(oldest)
+            self._kept.append((key, kept))
+            surplus = self._kept[: max(0, len(self._kept) - KEPT_AT_MOST)]
+            del self._kept[: len(surplus)]
+        if surplus:
+            threading.Thread(
+                target=self._close_quietly, args=[idle for _, idle in surplus],
+                name="dovecote-idle-close", daemon=True,
+            ).start()  # fmt: skip
+
+    def _close_quietly(self, *idle: _Kept) -> None:
+        for kept in idle:
+            with contextlib.suppress(Exception):
+                self._close(kept)
 
 
 @dataclass

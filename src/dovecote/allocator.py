@@ -3,12 +3,15 @@ stream blocks: from the heap, a freed buffer's pages are reused. glibc maps a bu
 large afresh and gives it back when freed, until its adaptive threshold has grown past the
 buffer's size, and it trims its heap once twice that threshold is free at the top: with
 sizes that vary and a few alive at once, most blocks' pages were faulted in and zeroed
-again (figures: docs/performance.md). The broker and a Spark executor's reads set them."""
+again (figures: docs/performance.md). The broker and a Spark executor's reads set them.
+And, for the broker, memory that stays free and unused is given back (FreeMemoryReturn)."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from typing import Any, Final
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
 _ENVIRONMENT = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
@@ -16,6 +19,7 @@ _TUNABLES = ("glibc.malloc.mmap_threshold", "glibc.malloc.trim_threshold")
 _tried = False
 applied: tuple[int, int] | None = None
 """The thresholds this process's first call set (None: it set none)."""
+_libc: Any = None
 
 
 def tune_allocator(mmap_threshold: int, trim_threshold: int) -> bool:
@@ -41,3 +45,109 @@ def tune_allocator(mmap_threshold: int, trim_threshold: int) -> bool:
     if mallopt(_M_TRIM_THRESHOLD, trim_threshold) and mallopt(_M_MMAP_THRESHOLD, mmap_threshold):
         applied = (mmap_threshold, trim_threshold)
     return applied is not None
+
+
+RETURN_AT_LEAST: Final = 32 << 20
+"""Free memory is given back only when at least this much of it is free and resident."""
+
+
+def _glibc() -> Any | None:
+    """glibc's functions (None elsewhere: another libc, another system)."""
+    global _libc
+    if _libc is None:
+        _libc = False
+        if sys.platform.startswith("linux"):
+            import ctypes  # (here: the client tools do without)
+
+            libc = ctypes.CDLL(None)
+            if hasattr(libc, "mallinfo2") and hasattr(libc, "malloc_trim"):
+                fields = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks"
+                names = [*fields.split(), "keepcost"]
+                info = type("mallinfo2", (ctypes.Structure,), {
+                    "_fields_": [(name, ctypes.c_size_t) for name in names]
+                })  # fmt: skip
+                libc.mallinfo2.restype = info
+                libc.malloc_trim.argtypes = [ctypes.c_size_t]
+                _libc = libc
+    return _libc or None
+
+
+def heap_figures() -> tuple[int, int, int] | None:
+    """The bytes malloc holds free in its heaps, those it has handed out, and the process's
+    resident anonymous memory; None where they cannot be read."""
+    libc = _glibc()
+    if libc is None:
+        return None
+    try:
+        with open("/proc/self/status", "rb") as status:
+            resident = next(line for line in status if line.startswith(b"RssAnon:"))
+    except (OSError, StopIteration):
+        return None
+    info = libc.mallinfo2()
+    in_use = info.uordblks + info.hblkhd
+    return info.fordblks + info.fsmblks, in_use, int(resident.split()[1]) * 1024
+
+
+def trim_heap() -> None:
+    """Give the pages of every free stretch of the heaps back to the system."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+class FreeMemoryReturn:
+    """Gives back memory that has stayed free for ``after_s``: what a drained backlog left.
+
+    glibc keeps what a process frees for its next allocations, and gives back only a free
+    stretch at the very top of its heap: one long-lived object above a drained backlog keeps
+    all of it resident (figures: docs/performance.md). ``check``, called now and then, trims
+    once at least ``least`` bytes have been free, and as much resident memory gained since
+    the last trim without being in use, at every check for ``after_s``: memory that the next
+    burst takes up again stays."""
+
+    def __init__(
+        self,
+        after_s: float,
+        least: int = RETURN_AT_LEAST,
+        figures: Callable[[], tuple[int, int, int] | None] = heap_figures,
+        trim: Callable[[], None] = trim_heap,
+    ) -> None:
+        self.after_s = after_s
+        self.least = least
+        self._figures = figures
+        self._trim = trim
+        self._base: tuple[int, int] | None = None
+        """Memory in use and resident after the last trim (or when the fewest pages were
+        resident and idle since)."""
+        self._since: float | None = None
+        """When the memory to give back was first seen, at every check since."""
+        self.trims = 0
+        self.returned = 0
+        """Resident bytes the trims gave back, all together."""
+
+    def check(self, now: float) -> int:
+        """Trims if it is time to: the resident bytes it gave back (0: no trim)."""
+        figures = self._figures()
+        if figures is None:
+            return 0
+        free, in_use, resident = figures
+        if self._base is None:
+            self._base = in_use, resident
+        idle = (resident - self._base[1]) - (in_use - self._base[0])
+        if idle < 0:  # (fewer idle pages than at the base: glibc trimmed the top itself)
+            self._base, idle = (in_use, resident), 0
+        if free < self.least or idle < self.least:
+            self._since = None
+            return 0
+        if self._since is None:
+            self._since = now
+        if now - self._since < self.after_s:
+            return 0
+        self._trim()
+        after = self._figures()
+        self._base = (after[1], after[2]) if after is not None else (in_use, resident)
+        self._since = None
+        returned = max(0, resident - self._base[1])
+        self.trims += 1
+        self.returned += returned
+        return returned

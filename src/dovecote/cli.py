@@ -12,9 +12,11 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +25,8 @@ from dovecote import __version__, allocator
 from dovecote.config import ConfigError, load_config, with_ports
 from dovecote.config.logging import apply_logging
 from dovecote.core.errors import DovecoteError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from dovecote.app import BrokerApp
@@ -97,6 +101,10 @@ async def _serve(broker_app: BrokerApp) -> None:
     starting.result()  # a start that failed raises here
     tune_collector()
     tune_allocator()
+    returning = None
+    if broker_app.config.usage.return_free_memory_after_ms:
+        after_s = broker_app.config.usage.return_free_memory_after_ms / 1000
+        returning = asyncio.ensure_future(return_free_memory(after_s))
     # A line tests and scripts can wait for.
     listeners = []
     if broker_app.stomp is not None:
@@ -117,6 +125,8 @@ async def _serve(broker_app: BrokerApp) -> None:
     try:
         await stop.wait()
     finally:
+        if returning is not None:
+            returning.cancel()
         await broker_app.stop()
 
 
@@ -130,6 +140,17 @@ def tune_collector() -> None:
     path: garbage waits no longer to speak of (figures: docs/performance.md)."""
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
+
+
+async def return_free_memory(after_s: float) -> None:
+    """As the broker runs: memory left free for ``after_s`` goes back to the system
+    (allocator.FreeMemoryReturn), checked a few times in that span."""
+    giver = allocator.FreeMemoryReturn(after_s)
+    while True:
+        await asyncio.sleep(min(after_s / 3, 5.0))
+        returned = giver.check(time.monotonic())
+        if returned:
+            log.debug("gave %d MiB of free memory back to the system", returned >> 20)
 
 
 def tune_allocator() -> None:

@@ -200,6 +200,9 @@ class UsageSection(Section, frozen=True):
     """How often the store and temp limits are checked against their disks' free space
     while the broker runs, and lowered when another process fills the disk (0: at start
     only)."""
+    return_free_memory_after_ms: NonNegative = 30_000
+    """Memory the broker has freed (a backlog consumed) and left unused this long is given
+    back to the system, 32 MiB or more at a time (glibc; 0: kept for reuse)."""
 
 
 class PolicyEntry(Section, frozen=True):

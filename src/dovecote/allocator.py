@@ -48,11 +48,11 @@ def tune_allocator(mmap_threshold: int, trim_threshold: int) -> bool:
 
 
 RETURN_AT_LEAST: Final = 32 << 20
-"""Free memory is given back only when at least this much of it is free and resident."""
+"""Free memory is given back only when at least this much of it looks idle."""
 
 
-def _glibc() -> Any | None:
-    """glibc's functions (None elsewhere: another libc, another system)."""
+def _malloc_trim() -> Any | None:
+    """glibc's malloc_trim (None elsewhere: another libc, another system)."""
     global _libc
     if _libc is None:
         _libc = False
@@ -60,39 +60,32 @@ def _glibc() -> Any | None:
             import ctypes  # (here: the client tools do without)
 
             libc = ctypes.CDLL(None)
-            if hasattr(libc, "mallinfo2") and hasattr(libc, "malloc_trim"):
-                fields = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks"
-                names = [*fields.split(), "keepcost"]
-                info = type("mallinfo2", (ctypes.Structure,), {
-                    "_fields_": [(name, ctypes.c_size_t) for name in names]
-                })  # fmt: skip
-                libc.mallinfo2.restype = info
+            if hasattr(libc, "malloc_trim"):
                 libc.malloc_trim.argtypes = [ctypes.c_size_t]
                 _libc = libc
-    return _libc or None
+    return _libc.malloc_trim if _libc else None
 
 
-def heap_figures() -> tuple[int, int, int] | None:
-    """The bytes malloc holds free in its heaps, those it has handed out, and the process's
-    resident anonymous memory; None where they cannot be read."""
-    libc = _glibc()
-    if libc is None:
-        return None
-    try:
-        with open("/proc/self/status", "rb") as status:
-            resident = next(line for line in status if line.startswith(b"RssAnon:"))
-    except (OSError, StopIteration):
-        return None
-    info = libc.mallinfo2()
-    in_use = info.uordblks + info.hblkhd
-    return info.fordblks + info.fsmblks, in_use, int(resident.split()[1]) * 1024
+def can_trim() -> bool:
+    """Whether this process's malloc can give free memory back (glibc)."""
+    return _malloc_trim() is not None
 
 
 def trim_heap() -> None:
     """Give the pages of every free stretch of the heaps back to the system."""
-    libc = _glibc()
-    if libc is not None:
-        libc.malloc_trim(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+def resident_anonymous() -> int | None:
+    """The process's resident anonymous memory in bytes (None where /proc cannot say)."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            line = next(line for line in status if line.startswith(b"RssAnon:"))
+    except (OSError, StopIteration):
+        return None
+    return int(line.split()[1]) * 1024
 
 
 class FreeMemoryReturn:
@@ -101,24 +94,27 @@ class FreeMemoryReturn:
     glibc keeps what a process frees for its next allocations, and gives back only a free
     stretch at the very top of its heap: one long-lived object above a drained backlog keeps
     all of it resident (figures: docs/performance.md). ``check``, called now and then, trims
-    once at least ``least`` bytes have been free, and as much resident memory gained since
-    the last trim without being in use, at every check for ``after_s``: memory that the next
-    burst takes up again stays."""
+    once the resident memory has stayed at least ``least`` bytes above what ``in_use`` (the
+    broker's messages) accounts for since the last trim, at every check for ``after_s``:
+    memory that the next burst takes up again stays. (Not glibc's own figures: mallinfo2
+    walks every free chunk, as long as a trim on a heap cut into many.)"""
 
     def __init__(
         self,
         after_s: float,
+        in_use: Callable[[], int],
         least: int = RETURN_AT_LEAST,
-        figures: Callable[[], tuple[int, int, int] | None] = heap_figures,
+        resident: Callable[[], int | None] = resident_anonymous,
         trim: Callable[[], None] = trim_heap,
     ) -> None:
         self.after_s = after_s
         self.least = least
-        self._figures = figures
+        self._in_use = in_use
+        self._resident = resident
         self._trim = trim
         self._base: tuple[int, int] | None = None
         """Memory in use and resident after the last trim (or when the fewest pages were
-        resident and idle since)."""
+        resident beyond what was in use since)."""
         self._since: float | None = None
         """When the memory to give back was first seen, at every check since."""
         self.trims = 0
@@ -127,16 +123,16 @@ class FreeMemoryReturn:
 
     def check(self, now: float) -> int:
         """Trims if it is time to: the resident bytes it gave back (0: no trim)."""
-        figures = self._figures()
-        if figures is None:
+        resident = self._resident()
+        if resident is None:
             return 0
-        free, in_use, resident = figures
+        in_use = self._in_use()
         if self._base is None:
             self._base = in_use, resident
         idle = (resident - self._base[1]) - (in_use - self._base[0])
         if idle < 0:  # (fewer idle pages than at the base: glibc trimmed the top itself)
             self._base, idle = (in_use, resident), 0
-        if free < self.least or idle < self.least:
+        if idle < self.least:
             self._since = None
             return 0
         if self._since is None:
@@ -144,10 +140,10 @@ class FreeMemoryReturn:
         if now - self._since < self.after_s:
             return 0
         self._trim()
-        after = self._figures()
-        self._base = (after[1], after[2]) if after is not None else (in_use, resident)
-        self._since = None
-        returned = max(0, resident - self._base[1])
+        after = self._resident()
+        remaining = after if after is not None else resident
+        self._base, self._since = (self._in_use(), remaining), None
+        returned = max(0, resident - remaining)
         self.trims += 1
         self.returned += returned
         return returned

@@ -102,9 +102,9 @@ async def _serve(broker_app: BrokerApp) -> None:
     tune_collector()
     tune_allocator()
     returning = None
-    if broker_app.config.usage.return_free_memory_after_ms:
+    if broker_app.config.usage.return_free_memory_after_ms and allocator.can_trim():
         after_s = broker_app.config.usage.return_free_memory_after_ms / 1000
-        returning = asyncio.ensure_future(return_free_memory(after_s))
+        returning = asyncio.ensure_future(return_free_memory(broker_app, after_s))
     # A line tests and scripts can wait for.
     listeners = []
     if broker_app.stomp is not None:
@@ -142,10 +142,14 @@ def tune_collector() -> None:
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
 
 
-async def return_free_memory(after_s: float) -> None:
+async def return_free_memory(broker_app: BrokerApp, after_s: float) -> None:
     """As the broker runs: memory left free for ``after_s`` goes back to the system
     (allocator.FreeMemoryReturn), checked a few times in that span."""
-    giver = allocator.FreeMemoryReturn(after_s)
+
+    def messages_held() -> int:  # (the broker of the moment: a demoted one is rebuilt)
+        return broker_app.broker.query.usage().memory_used
+
+    giver = allocator.FreeMemoryReturn(after_s, messages_held)
     while True:
         await asyncio.sleep(min(after_s / 3, 5.0))
         returned = giver.check(time.monotonic())

@@ -5,24 +5,20 @@ stayed unused for ``[usage] return_free_memory_after_ms``, and not before (a rea
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from brokers import running_broker
-from dovecote.allocator import heap_figures
+from dovecote.allocator import can_trim
 from dovecote.client import ConnectionFactory
 from dovecote.client.streams import StreamAppender, StreamClient
 from dovecote.core.destinations import queue
 from dovecote.core.message import BodyType, Message
 from dovecote.core.stream_blocks import encode_block
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or heap_figures() is None,
-    reason="glibc's mallinfo2 and malloc_trim",
-)
+pytestmark = pytest.mark.skipif(not can_trim(), reason="glibc's malloc_trim")
 MIB = 1 << 20
 AFTER_MS = 3_000
 

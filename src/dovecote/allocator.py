@@ -36,9 +36,7 @@ def tune_allocator(mmap_threshold: int, trim_threshold: int) -> bool:
     tunables = os.environ.get("GLIBC_TUNABLES", "")
     if any(name in os.environ for name in _ENVIRONMENT) or any(t in tunables for t in _TUNABLES):
         return False
-    import ctypes
-
-    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # (not there on musl)
+    mallopt = getattr(_c_library(), "mallopt", None)  # (not there on musl)
     if mallopt is None:
         return False
     # (Trimming first: should the threshold then fail, the heap is as it was for mapping.)
@@ -51,19 +49,23 @@ RETURN_AT_LEAST: Final = 32 << 20
 """Free memory is given back only when at least this much of it looks idle."""
 
 
-def _malloc_trim() -> Any | None:
-    """glibc's malloc_trim (None elsewhere: another libc, another system)."""
+def _c_library() -> Any | None:
+    """The process's C library, loaded once (None off Linux)."""
     global _libc
     if _libc is None:
         _libc = False
         if sys.platform.startswith("linux"):
             import ctypes  # (here: the client tools do without)
 
-            libc = ctypes.CDLL(None)
-            if hasattr(libc, "malloc_trim"):
-                libc.malloc_trim.argtypes = [ctypes.c_size_t]
-                _libc = libc
-    return _libc.malloc_trim if _libc else None
+            _libc = ctypes.CDLL(None)
+            if hasattr(_libc, "malloc_trim"):
+                _libc.malloc_trim.argtypes = [ctypes.c_size_t]
+    return _libc or None
+
+
+def _malloc_trim() -> Any | None:
+    """glibc's malloc_trim (None elsewhere: another libc, another system)."""
+    return getattr(_c_library(), "malloc_trim", None)
 
 
 def can_trim() -> bool:
@@ -78,10 +80,11 @@ def trim_heap() -> None:
         trim(0)
 
 
-def resident_anonymous() -> int | None:
-    """The process's resident anonymous memory in bytes (None where /proc cannot say)."""
+def resident_anonymous(pid: int | None = None) -> int | None:
+    """A process's resident anonymous memory in bytes, this one's by default (None where
+    /proc cannot say)."""
     try:
-        with open("/proc/self/status", "rb") as status:
+        with open(f"/proc/{pid or 'self'}/status", "rb") as status:
             line = next(line for line in status if line.startswith(b"RssAnon:"))
     except (OSError, StopIteration):
         return None
@@ -117,9 +120,6 @@ class FreeMemoryReturn:
         resident beyond what was in use since)."""
         self._since: float | None = None
         """When the memory to give back was first seen, at every check since."""
-        self.trims = 0
-        self.returned = 0
-        """Resident bytes the trims gave back, all together."""
 
     def check(self, now: float) -> int:
         """Trims if it is time to: the resident bytes it gave back (0: no trim)."""
@@ -143,7 +143,4 @@ class FreeMemoryReturn:
         after = self._resident()
         remaining = after if after is not None else resident
         self._base, self._since = (self._in_use(), remaining), None
-        returned = max(0, resident - remaining)
-        self.trims += 1
-        self.returned += returned
-        return returned
+        return max(0, resident - remaining)

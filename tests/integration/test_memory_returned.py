@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from brokers import running_broker
-from dovecote.allocator import can_trim
+from dovecote.allocator import can_trim, resident_anonymous
 from dovecote.client import ConnectionFactory
 from dovecote.client.streams import StreamAppender, StreamClient
 from dovecote.core.destinations import queue
@@ -24,11 +24,9 @@ AFTER_MS = 3_000
 
 
 def resident(pid: int) -> int:
-    """The process's resident anonymous memory, in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no RssAnon")
+    got = resident_anonymous(pid)
+    assert got is not None
+    return got
 
 
 def test_a_consumed_backlogs_memory_goes_back_after_the_delay(tmp_path: Path) -> None:

@@ -60,3 +60,21 @@ class TcpProxy:
         for sock in self._sockets:
             with suppress(OSError):
                 sock.close()
+
+
+class AnswerHolder(TcpProxy):
+    """A proxy to one broker port. Once ``hold`` is set, what the broker sends is dropped
+    (the client's commands still pass); while ``admit`` is clear, what the client sends
+    waits."""
+
+    def __init__(self, upstream: int) -> None:
+        self.hold = threading.Event()
+        self.admit = threading.Event()
+        self.admit.set()
+        super().__init__(upstream, lambda: self._pass)
+
+    def _pass(self, from_client: bool, data: bytes) -> bytes | None:
+        if from_client:
+            self.admit.wait()
+            return data
+        return None if self.hold.is_set() else data

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from activemq import running_activemq
-from brokers import running_broker
+from brokers import BrokerProcess, running_broker
 from dovecote.core.destinations import queue
-from networks import Collector, connector_toml, quiet_for, send, wait_for
+from networks import Collector, admin_get, connector_toml, quiet_for, send, wait_for
 from ports import free_port
+from tcpproxy import AnswerHolder
 
 COUNT = 3000 if os.environ.get("DOVECOTE_LONG") else 600
 PAIR_COUNT = 20_000 if os.environ.get("DOVECOTE_LONG") else 5000
@@ -24,53 +25,87 @@ two polls of the collector: a kill must fall in the middle of the stream."""
 
 
 def test_kill_9_of_the_forwarding_dovecote_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    """A is killed with messages ActiveMQ stored whose answers it never got (a proxy drops
+    ActiveMQ's answers once forwarding is under way): A sends them again after its restart
+    and ActiveMQ drops them."""
     name = f"net.crash.{uuid.uuid4().hex[:8]}"
     bodies = [f"m{i}" for i in range(COUNT)]
     port = free_port()
     with running_activemq() as amq:
-        config = connector_toml("A", [amq.openwire_port], name="to-amq")
+        proxy = AnswerHolder(amq.openwire_port)
+        config = connector_toml("A", [proxy.port], name="to-amq")
         collector = Collector(amq.openwire_port, queue(name))
-        with running_broker(config, tmp_path, openwire_port=port) as a:
-            send(port, queue(name), bodies)
-            wait_for(lambda: "bridge to broker" in a.log_text(), "the bridge")
-            collector.start()
-            wait_for(lambda: len(collector.bodies) >= COUNT // 4, "forwarding under way")
-            a.process.kill()  # mid-stream: some sent and answered, some not yet acked here
-            a.process.wait()
-        moved = len(collector.bodies)
-        assert moved < COUNT, "all had gone before the kill: nothing was tested"
-        with running_broker(config, tmp_path, openwire_port=port):
-            wait_for(lambda: len(collector.bodies) >= COUNT, "the rest after the restart")
-            collector.done.set()
-            collector.join(10)
+        try:
+            with running_broker(config, tmp_path, openwire_port=port) as a:
+                send(port, queue(name), bodies)
+                wait_for(lambda: "bridge to broker" in a.log_text(), "the bridge")
+                collector.start()
+                wait_for(lambda: len(collector.bodies) >= COUNT // 4, "forwarding under way")
+                proxy.hold.set()
+                wait_for(
+                    lambda: len(collector.bodies) + held_on(a, name) > COUNT,
+                    "ActiveMQ to hold a send A still holds (stored there, not answered)",
+                )
+                a.process.kill()
+                a.process.wait()
+            proxy.hold.clear()
+            with running_broker(config, tmp_path, openwire_port=port) as a:
+                wait_for(lambda: held_on(a, name) == 0, "A's sends again answered")
+                wait_for(lambda: len(collector.bodies) >= COUNT, "the rest after the restart")
+                assert quiet_for(collector), "delivered twice"
+                collector.done.set()
+                collector.join(10)
+        finally:
+            proxy.close()
     assert sorted(collector.bodies) == sorted(bodies), "lost or duplicated"
     assert collector.bodies == bodies  # and in order
 
 
 def test_kill_9_of_the_receiving_activemq_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    """ActiveMQ is killed with sends of the bridge stored there and never answered: the
+    bridge reaches it through a proxy that, once forwarding is under way, drops ActiveMQ's
+    answers, so the kill comes while ActiveMQ holds messages that A still holds too (A acks
+    its copy only on the answer). A sends them again after the restart and ActiveMQ drops
+    what it already has."""
     name = f"net.crash.{uuid.uuid4().hex[:8]}"
     bodies = [f"m{i}" for i in range(COUNT)]
     amq_port = free_port()
     base = tmp_path / "amq"
     base.mkdir()
     with running_activemq(base, amq_port) as amq:
-        config = connector_toml("A", [amq_port], name="to-amq", initial_reconnect_delay_ms=200)
+        proxy = AnswerHolder(amq_port)
+        config = connector_toml("A", [proxy.port], name="to-amq", initial_reconnect_delay_ms=200)
         (tmp_path / "a").mkdir()
-        with running_broker(config, tmp_path / "a") as a:
-            send(a.openwire_port, queue(name), bodies)
-            wait_for(lambda: "bridge to broker" in a.log_text(), "the bridge")
-            collector = Collector(amq_port, queue(name))
-            collector.start()
-            wait_for(lambda: len(collector.bodies) >= COUNT // 4, "forwarding under way")
-            amq.process.kill()  # mid-stream: sends stored there and not yet answered
-            amq.process.wait()
-            assert len(collector.bodies) < COUNT, "all had gone before the kill"
-            with running_activemq(base, amq_port):
-                wait_for(lambda: len(set(collector.bodies)) >= COUNT, "the rest", timeout=60)
-                collector.done.set()
-                collector.join(10)
+        try:
+            with running_broker(config, tmp_path / "a") as a:
+                send(a.openwire_port, queue(name), bodies)
+                wait_for(lambda: "bridge to broker" in a.log_text(), "the bridge")
+                collector = Collector(amq_port, queue(name))
+                collector.start()
+                wait_for(lambda: len(collector.bodies) >= COUNT // 4, "forwarding under way")
+                proxy.hold.set()
+                wait_for(
+                    lambda: len(collector.bodies) + held_on(a, name) > COUNT,
+                    "ActiveMQ to hold a send A still holds (stored there, not answered)",
+                )
+                amq.process.kill()
+                amq.process.wait()
+                proxy.hold.clear()
+                with running_activemq(base, amq_port):
+                    wait_for(lambda: held_on(a, name) == 0, "A's sends again answered", timeout=60)
+                    wait_for(lambda: len(set(collector.bodies)) >= COUNT, "the rest")
+                    assert quiet_for(collector), "delivered twice"
+                    collector.done.set()
+                    collector.join(10)
+        finally:
+            proxy.close()
     assert sorted(set(collector.bodies)) == sorted(bodies), "lost"
     assert len(collector.bodies) == COUNT, "delivered twice (not as a redelivery)"
+
+
+def held_on(broker: BrokerProcess, name: str) -> int:
+    """Messages broker A still holds on queue ``name`` (its bridge's unanswered ones too)."""
+    return int(admin_get(broker.console_port, f"/api/queues/{name}")["size"])
 
 
 @pytest.mark.parametrize("killed", ["forwarding", "receiving"])

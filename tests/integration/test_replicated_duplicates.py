@@ -19,29 +19,11 @@ import pytest
 
 from brokergroup import GroupBroker, failover_url, master_of, running_group, wait_for
 from dovecote.client import ConnectionFactory, Message
-from tcpproxy import TcpProxy
+from tcpproxy import AnswerHolder
 from zookeeper import ZooKeeperServer, running_zookeeper, zookeeper_available
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(), reason="no ZooKeeper installed")
 QUEUE = "replicated.once"
-
-
-class AnswerHolder(TcpProxy):
-    """A loopback proxy to one broker port. Once ``hold`` is set, what the broker sends is
-    dropped (the client's commands still pass); while ``admit`` is clear, what the client
-    sends waits."""
-
-    def __init__(self, upstream: int) -> None:
-        self.hold = threading.Event()
-        self.admit = threading.Event()
-        self.admit.set()
-        super().__init__(upstream, lambda: self._pass)
-
-    def _pass(self, from_client: bool, data: bytes) -> bytes | None:
-        if from_client:
-            self.admit.wait()
-            return data
-        return None if self.hold.is_set() else data
 
 
 @pytest.fixture(scope="module")

@@ -37,24 +37,12 @@ def test_kill_9_of_the_forwarding_dovecote_loses_and_repeats_nothing(tmp_path: P
         collector = Collector(amq.openwire_port, queue(name))
         try:
             with running_broker(config, tmp_path, openwire_port=port) as a:
-                send(port, queue(name), bodies)
-                wait_for(lambda: "bridge to broker" in a.log_text(), "the bridge")
-                collector.start()
-                wait_for(lambda: len(collector.bodies) >= COUNT // 4, "forwarding under way")
-                proxy.hold.set()
-                wait_for(
-                    lambda: len(collector.bodies) + held_on(a, name) > COUNT,
-                    "ActiveMQ to hold a send A still holds (stored there, not answered)",
-                )
+                forward_until_unanswered(a, proxy, collector, name, bodies)
                 a.process.kill()
                 a.process.wait()
             proxy.hold.clear()
             with running_broker(config, tmp_path, openwire_port=port) as a:
-                wait_for(lambda: held_on(a, name) == 0, "A's sends again answered")
-                wait_for(lambda: len(collector.bodies) >= COUNT, "the rest after the restart")
-                assert quiet_for(collector), "delivered twice"
-                collector.done.set()
-                collector.join(10)
+                collect_the_rest(a, collector, name)
         finally:
             proxy.close()
     assert sorted(collector.bodies) == sorted(bodies), "lost or duplicated"
@@ -75,32 +63,46 @@ def test_kill_9_of_the_receiving_activemq_loses_and_repeats_nothing(tmp_path: Pa
     with running_activemq(base, amq_port) as amq:
         proxy = AnswerHolder(amq_port)
         config = connector_toml("A", [proxy.port], name="to-amq", initial_reconnect_delay_ms=200)
+        collector = Collector(amq_port, queue(name))
         (tmp_path / "a").mkdir()
         try:
             with running_broker(config, tmp_path / "a") as a:
-                send(a.openwire_port, queue(name), bodies)
-                wait_for(lambda: "bridge to broker" in a.log_text(), "the bridge")
-                collector = Collector(amq_port, queue(name))
-                collector.start()
-                wait_for(lambda: len(collector.bodies) >= COUNT // 4, "forwarding under way")
-                proxy.hold.set()
-                wait_for(
-                    lambda: len(collector.bodies) + held_on(a, name) > COUNT,
-                    "ActiveMQ to hold a send A still holds (stored there, not answered)",
-                )
+                forward_until_unanswered(a, proxy, collector, name, bodies)
                 amq.process.kill()
                 amq.process.wait()
                 proxy.hold.clear()
                 with running_activemq(base, amq_port):
-                    wait_for(lambda: held_on(a, name) == 0, "A's sends again answered", timeout=60)
-                    wait_for(lambda: len(set(collector.bodies)) >= COUNT, "the rest")
-                    assert quiet_for(collector), "delivered twice"
-                    collector.done.set()
-                    collector.join(10)
+                    collect_the_rest(a, collector, name)
         finally:
             proxy.close()
     assert sorted(set(collector.bodies)) == sorted(bodies), "lost"
     assert len(collector.bodies) == COUNT, "delivered twice (not as a redelivery)"
+
+
+def forward_until_unanswered(
+    a: BrokerProcess, proxy: AnswerHolder, collector: Collector, name: str, bodies: list[str]
+) -> None:
+    """Send ``bodies`` to A and let its bridge forward a quarter of them; then hold
+    ActiveMQ's answers until ActiveMQ has a message A still holds (stored, not answered)."""
+    send(a.openwire_port, queue(name), bodies)
+    wait_for(lambda: "bridge to broker" in a.log_text(), "the bridge")
+    collector.start()
+    wait_for(lambda: len(collector.bodies) >= len(bodies) // 4, "forwarding under way")
+    proxy.hold.set()
+    wait_for(
+        lambda: len(collector.bodies) + held_on(a, name) > len(bodies),
+        "ActiveMQ to hold a send A still holds (stored there, not answered)",
+    )
+
+
+def collect_the_rest(a: BrokerProcess, collector: Collector, name: str) -> None:
+    """After a restart: A's sends answered again, then all of them received and nothing more
+    coming (a duplicate would come after the last one)."""
+    wait_for(lambda: held_on(a, name) == 0, "A's sends again answered", timeout=60)
+    wait_for(lambda: len(set(collector.bodies)) >= COUNT, "the rest")
+    assert quiet_for(collector), "delivered twice"
+    collector.done.set()
+    collector.join(10)
 
 
 def held_on(broker: BrokerProcess, name: str) -> int:
